@@ -1,0 +1,3 @@
+from attnq.cli import main
+
+raise SystemExit(main())

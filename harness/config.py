@@ -1,0 +1,50 @@
+"""Settings from ``ATTNQ_*`` environment variables (flags on the CLI and the server override them).
+
+Every field maps to ``ATTNQ_<FIELD>`` (e.g. ``ATTNQ_WORKSPACE``, ``ATTNQ_GPU``, ``ATTNQ_SUITE``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """attnq settings. Paths are resolved; the workspace holds ``.attnq/`` (cache, campaign store)."""
+
+    model_config = SettingsConfigDict(env_prefix="ATTNQ_", extra="ignore")
+
+    workspace: Path = Field(default_factory=Path.cwd, description="workspace root; client paths resolve inside it")
+    gpu: int = Field(default=0, ge=0, description="CUDA device index used by verification")
+    suite: str = Field(default="quick", description="default suite: quick, full, production or a suite file")
+    arch: str = Field(default="sm_90a", description="default nvcc target arch")
+    goal_speedup: float = Field(default=1.0, gt=0, description="goal: all correct and geomean vs original >= this")
+    goal_anchor: str | None = Field(default=None, description="optional anchor the goal is measured against (cudnn|flash)")
+    stall_window: int = Field(default=4, ge=2, description="stall: best not improved over this many verified attempts")
+    stall_min_gain: float = Field(default=0.01, ge=0, description="stall: relative gain that counts as improvement")
+    stall_failures: int = Field(default=3, ge=1, description="stall: this many consecutive failed attempts")
+    suspicious_jump: float = Field(default=1.3, gt=1, description="suspicious_win: jump over previous best in one step")
+    bank_paths: list[Path] = Field(default_factory=list, description="extra question banks (team, personal), in order")
+    seed: int | None = Field(default=None, description="seed for question selection (tests); None = random")
+
+    @property
+    def state_dir(self) -> Path:
+        """``<workspace>/.attnq``: build cache, campaign store, locks."""
+        return self.workspace.resolve() / ".attnq"
+
+    def resolve_in_workspace(self, path: str | Path) -> Path:
+        """Resolve ``path`` (relative to the workspace) and refuse anything outside it.
+
+        Raises:
+            WorkspaceError: when the resolved path escapes the workspace.
+        """
+        from harness.errors import WorkspaceError
+
+        root = self.workspace.resolve()
+        p = Path(path)
+        full = (p if p.is_absolute() else root / p).resolve()
+        if full != root and root not in full.parents:
+            raise WorkspaceError(f"{path} is outside the workspace {root}")
+        return full

@@ -1,0 +1,41 @@
+"""structlog set-up: JSON lines on stderr (stdout belongs to the MCP protocol and to CLI output)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import structlog
+
+_configured = False
+
+
+def configure_logging(level: str | None = None, path: str | None = None) -> None:
+    """Configure structlog once: JSON to stderr, or to ``path`` (``ATTNQ_LOG_FILE``) when given.
+
+    ``level`` defaults to ``ATTNQ_LOG_LEVEL`` or ``warning``.
+    """
+    global _configured
+    if _configured:
+        return
+    name = (level or os.environ.get("ATTNQ_LOG_LEVEL", "warning")).upper()
+    target = path or os.environ.get("ATTNQ_LOG_FILE")
+    stream = open(target, "a", encoding="utf-8") if target else sys.stderr  # noqa: SIM115
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, name, logging.WARNING)),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        cache_logger_on_first_use=True,
+    )
+    _configured = True
+
+
+def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
+    """A bound structlog logger; configures logging on first use."""
+    configure_logging()
+    return structlog.get_logger(name)
