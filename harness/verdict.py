@@ -1,0 +1,126 @@
+"""Verdict models: what `attnq verify` returns, per scenario and in summary; geomean and the goal.
+
+All times are milliseconds of GPU time per call (CUDA events), rates are TFLOP/s (1e12 FLOP/s),
+speedups are ``t_original / t_candidate`` (> 1 means the candidate is faster).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+#: Why a scenario failed. ``None`` on a correct scenario.
+FailureKind = Literal[
+    "wrong_output",       # error above FlashAttention's tolerance rule (o or lse)
+    "nan_inf",            # NaN or Inf where a finite value was due
+    "unwritten_output",   # poison left in o or lse: some elements were never written
+    "inputs_modified",    # q, k or v changed by the call
+    "nondeterministic",   # two runs on the same inputs differ: a race
+    "timed_output_wrong", # outputs of the timed calls did not match the checked outputs
+    "unsupported",        # attn_fwd returned nonzero
+    "launch_error",       # a CUDA error after the call (bad launch configuration, too much smem)
+    "illegal_memory_access",
+    "crash",              # the worker process died (segfault, abort, exit)
+    "timeout",            # the scenario exceeded its time limit (hang)
+    "impossible_speed",   # throughput above the device's physical peak
+    "not_run",            # the run ended before this scenario (an earlier crash, the whole-run timeout)
+]
+
+
+class TimingStats(BaseModel):
+    """Per-call GPU time over the samples of one kernel on one scenario."""
+
+    median_ms: float = Field(description="median time per call, ms")
+    iqr_ms: float = Field(description="interquartile range (p75 - p25), ms")
+    samples: int = Field(description="number of timed calls")
+
+
+class ErrorStats(BaseModel):
+    """Worst error against the fp32 reference over the draws, with the bound that applied."""
+
+    max_abs_err_o: float
+    max_abs_err_lse: float
+    rel_err_o: float = Field(description="||o - ref|| / ||ref|| (Frobenius)")
+    tol_o: float = Field(description="bound on max_abs_err_o: 2 * original's error + floor")
+    tol_lse: float
+    original_max_abs_err_o: float
+    original_max_abs_err_lse: float
+
+
+class ScenarioResult(BaseModel):
+    """One scenario's outcome."""
+
+    id: str
+    group: str
+    flops: float = Field(description="FLOPs per call, FlashAttention's count (causal: visible pairs only)")
+    correct: bool
+    failure_kind: FailureKind | None = None
+    check: str | None = Field(default=None, description="the named check that failed (see docs/checks.md)")
+    message: str | None = None
+    errors: ErrorStats | None = None
+    candidate: TimingStats | None = None
+    original: TimingStats | None = None
+    anchors: dict[str, TimingStats | None] = Field(default_factory=dict, description="cudnn/flash; None if unsupported")
+    speedup: float | None = Field(default=None, description="original median / candidate median")
+    tflops: float | None = Field(default=None, description="candidate TFLOP/s")
+    fraction_of_peak: float | None = Field(default=None, description="tflops / measured bf16 matmul TFLOP/s")
+    vs_anchor: dict[str, float] = Field(default_factory=dict, description="anchor median / candidate median")
+
+
+class Flag(BaseModel):
+    """Something the caller should look at even when all scenarios are correct."""
+
+    kind: Literal["above_physical_peak", "above_measured_peak", "suspicious_jump", "noisy_timing", "stale_original_cache"]
+    message: str
+    scenario_id: str | None = None
+
+
+class Goal(BaseModel):
+    """The verifiable stop condition: all correct and geomean >= ``min_speedup`` vs ``against``."""
+
+    against: str = Field(default="original", description="original, cudnn or flash")
+    min_speedup: float = 1.0
+    met: bool = False
+    reason: str = ""
+
+
+class Verdict(BaseModel):
+    """The answer of one verification."""
+
+    kernel: str = Field(description="path of the candidate source")
+    source_sha256: str
+    build_hash: str = Field(description="sha256 of the exact library that was checked and timed")
+    original_sha256: str
+    suite: str
+    gpu: str = Field(default="", description="device name, driver, SMs")
+    status: Literal["correct", "incorrect", "error"]
+    num_scenarios: int
+    num_correct: int
+    failed: list[str] = Field(default_factory=list, description="ids of failed scenarios")
+    geomean_speedup: float | None = Field(default=None, description="over correct, timed scenarios")
+    geomean_by_group: dict[str, float] = Field(default_factory=dict)
+    geomean_vs_anchor: dict[str, float] = Field(default_factory=dict)
+    worst: list[str] = Field(default_factory=list, description="lowest-speedup scenario ids, worst first")
+    goal: Goal = Field(default_factory=Goal)
+    flags: list[Flag] = Field(default_factory=list)
+    peak_tflops: float | None = Field(default=None, description="measured dense bf16 matmul TFLOP/s on this device")
+    physical_peak_tflops: float | None = Field(default=None, description="SMs x 4096 FLOP/clk x max clock")
+    original_timing: Literal["measured", "cached", "none"] = "measured"
+    checks: list[str] = Field(default_factory=list, description="named checks that ran")
+    seed_draws: int = Field(default=2, description="random input draws per scenario")
+    wall_s: float = 0.0
+    message: str | None = Field(default=None, description="why the run ended early, if it did")
+    scenarios: list[ScenarioResult] = Field(default_factory=list)
+
+
+def geomean(values: Iterable[float]) -> float | None:
+    """Geometric mean of positive values; None for an empty input. Raises ValueError on a value <= 0."""
+    vals = list(values)
+    if not vals:
+        return None
+    if any(v <= 0 or not math.isfinite(v) for v in vals):
+        raise ValueError(f"geomean needs positive finite values, got {vals}")
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
