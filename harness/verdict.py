@@ -12,6 +12,25 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+#: Named checks, in the order a verification applies them (see docs/checks.md for cost and rationale).
+CHECKS = (
+    "source_policy",        # compile: forbidden headers (CUTLASS, CuTe, cuBLAS, cuDNN, Thrust, dlfcn...)
+    "symbol_policy",        # compile: the built library imports only allow-listed symbols and libraries
+    "abi",                  # compile/load: attn_fwd and attn_abi_version exported, ABI version matches
+    "build_hash",           # the verdict names the sha256 of the exact library checked and timed
+    "worker_isolation",     # fresh process; crash, hang, illegal address end in a verdict, harness goes on
+    "launch_status",        # attn_fwd returned nonzero (unsupported) or the launch failed
+    "poisoned_output",      # o and lse poisoned with a NaN payload before every call: all must be written
+    "input_integrity",      # q, k, v bit-identical after the call
+    "determinism",          # two calls on the same inputs give bit-identical o and lse (else: a race)
+    "finite_output",        # no NaN/Inf in o; lse finite except +inf exactly on rows that see no key
+    "reference_tolerance",  # FlashAttention's rule: err <= 2 * original's err + floor; relative bound per dtype
+    "fresh_inputs",         # every timed call sees new random inputs (no replay by pointer or content)
+    "timed_output",         # the output of every timed call is compared with the original's on those inputs
+    "stream_timing",        # events on the legacy default stream + host wall-clock cross-check
+    "physical_peak",        # candidate TFLOP/s above SMs x 4096 FLOP/clk x max clock is an error
+)
+
 #: Why a scenario failed. ``None`` on a correct scenario.
 FailureKind = Literal[
     "wrong_output",       # error above FlashAttention's tolerance rule (o or lse)
@@ -73,7 +92,8 @@ class ScenarioResult(BaseModel):
 class Flag(BaseModel):
     """Something the caller should look at even when all scenarios are correct."""
 
-    kind: Literal["above_physical_peak", "above_measured_peak", "suspicious_jump", "noisy_timing", "stale_original_cache"]
+    kind: Literal["above_physical_peak", "above_measured_peak", "suspicious_jump", "noisy_timing",
+                  "work_outside_stream", "stale_original_cache"]
     message: str
     scenario_id: str | None = None
 

@@ -1,0 +1,28 @@
+"""``attnq scenarios [--suite S] [--json]``: list a suite's scenarios with ids, groups and FLOPs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from harness.scenarios import load_suite
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("scenarios", help="list the scenarios of a suite")
+    p.add_argument("--suite", default="full", help="quick | full | production | path to a suite .toml (default: full)")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    suite = load_suite(args.suite)
+    if args.json:
+        rows = [{"id": s.id, **s.model_dump(), "flops": s.flops} for s in suite.scenarios]
+        print(json.dumps({"name": suite.name, "description": suite.description, "scenarios": rows}, indent=2))
+        return 0
+    print(f"suite {suite.name}: {len(suite.scenarios)} scenarios — {suite.description}")
+    print("  groups: " + ", ".join(f"{g} {n}" for g, n in suite.groups().items()))
+    for s in suite.scenarios:
+        print(f"  {s.id:<58} {s.flops / 1e9:>10.2f} GFLOP")
+    return 0

@@ -1,0 +1,121 @@
+"""``attnq verify FILE [--suite S] [--anchors cudnn,flash] [--json]``: the verdict of one candidate.
+
+Exit codes: 0 all scenarios correct, 1 some scenario failed, 2 error (input, compile, policy, ABI),
+3 no GPU that runs the build's arch (the build itself succeeded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.config import Settings
+from harness.verdict import Verdict
+from harness.verify import VerifyOptions, VerifyProgress, verify_kernel
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="check and time a candidate kernel against the original")
+    p.add_argument("file", help="candidate .cu file")
+    p.add_argument("--suite", default=None, help="quick | full | production | path to a suite .toml (default: quick)")
+    p.add_argument("--anchors", default="", help="comma list of torch SDPA backends to time too: cudnn,flash")
+    p.add_argument("--arch", default=None, help="nvcc arch (default sm_90a)")
+    p.add_argument("--gpu", type=int, default=None, help="CUDA device index")
+    p.add_argument("--goal", type=float, default=None, help="goal geomean speedup (default 1.0)")
+    p.add_argument("--goal-against", choices=["original", "cudnn", "flash"], default="original")
+    p.add_argument("--scenario", action="append", default=None, help="run only this scenario id (repeatable)")
+    p.add_argument("--scenario-timeout", type=float, default=60.0, help="seconds per scenario before it counts as a hang")
+    p.add_argument("--no-policy", action="store_true", help="skip the source/symbol policy (not for campaigns)")
+    p.add_argument("--no-record", action="store_true", help="do not record the attempt in the campaign store")
+    p.add_argument("--json", action="store_true", help="print the Verdict as JSON")
+    p.set_defaults(handler=run)
+
+
+def _progress_printer(enabled: bool):
+    """A one-line progress bar on stderr (a terminal only)."""
+    tty = enabled and sys.stderr.isatty()
+
+    def show(ev: VerifyProgress) -> None:
+        if not tty or not ev.total:
+            return
+        width = 30
+        filled = int(width * ev.done / ev.total)
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {ev.done}/{ev.total} {ev.message[:60]:<60}")
+        sys.stderr.flush()
+        if ev.done == ev.total:
+            sys.stderr.write("\n")
+
+    return show
+
+
+def format_verdict(v: Verdict) -> str:
+    """Human table: failed and slowest scenarios first, then the summary."""
+    lines = [f"{v.kernel}  build {v.build_hash[:12]}  suite {v.suite}  {v.gpu}"]
+    anchors = sorted({a for r in v.scenarios for a in r.anchors})
+    head = f"{'scenario':<58} {'ok':<4} {'cand ms':>9} {'orig ms':>9} {'speedup':>8} {'TFLOP/s':>8}"
+    head += "".join(f" {'vs ' + a:>9}" for a in anchors)
+    lines.append(head)
+    order = sorted(v.scenarios, key=lambda r: (r.correct, r.speedup or 0.0))
+    for r in order:
+        if not r.correct:
+            lines.append(f"{r.id:<58} FAIL {r.failure_kind} [{r.check}] {r.message or ''}"[:220])
+            continue
+        assert r.candidate and r.original
+        row = (f"{r.id:<58} {'ok':<4} {r.candidate.median_ms:>9.4f} {r.original.median_ms:>9.4f} "
+               f"{r.speedup or 0:>7.3f}x {r.tflops or 0:>8.1f}")
+        row += "".join(f" {r.vs_anchor[a]:>8.3f}x" if a in r.vs_anchor else f" {'-':>9}" for a in anchors)
+        lines.append(row)
+    gm = f"{v.geomean_speedup:.3f}x" if v.geomean_speedup else "-"
+    lines.append(f"status {v.status.upper()}: {v.num_correct}/{v.num_scenarios} correct; geomean speedup {gm} vs original")
+    if v.geomean_by_group:
+        lines.append("  by group: " + ", ".join(f"{g} {x:.3f}x" for g, x in v.geomean_by_group.items()))
+    for a, x in v.geomean_vs_anchor.items():
+        lines.append(f"  geomean vs {a}: {x:.3f}x")
+    lines.append(f"goal ({v.goal.against} >= {v.goal.min_speedup:g}x): {'MET' if v.goal.met else 'not met'} — {v.goal.reason}")
+    for f in v.flags[:10]:
+        lines.append(f"flag {f.kind}: {f.scenario_id or ''} {f.message}")
+    if v.message:
+        lines.append(f"ended early: {v.message}")
+    lines.append(f"wall {v.wall_s:.1f} s; peak (bf16 matmul, measured) {v.peak_tflops or 0:.0f} TFLOP/s; "
+                 f"physical {v.physical_peak_tflops or 0:.0f} TFLOP/s")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = Settings()
+    opts = VerifyOptions(
+        suite=args.suite or settings.suite,
+        anchors=[a for a in args.anchors.split(",") if a],
+        arch=args.arch or settings.arch,
+        gpu=settings.gpu if args.gpu is None else args.gpu,
+        goal_speedup=args.goal if args.goal is not None else settings.goal_speedup,
+        goal_against=args.goal_against,
+        scenario_ids=args.scenario,
+        policy=not args.no_policy,
+        scenario_timeout_s=args.scenario_timeout,
+    )
+    verdict = verify_kernel(args.file, opts, settings=settings, progress=_progress_printer(not args.json))
+    question = None
+    if not args.no_record:
+        question = _record(args.file, verdict, settings)
+    if args.json:
+        out = verdict.model_dump(mode="json")
+        if question is not None:
+            out["question"] = question
+        import json
+
+        print(json.dumps(out, indent=2))
+    else:
+        print(format_verdict(verdict))
+        if question:
+            print(f"\nquestion ({question.get('trigger')}): {question.get('question')}\n  evidence: {question.get('evidence')}")
+    return {"correct": 0, "incorrect": 1}.get(verdict.status, 2)
+
+
+def _record(path: str, verdict: Verdict, settings: Settings) -> dict | None:
+    """Record the attempt in the campaign store and return the question a trigger raised, if any."""
+    try:
+        from questions.reflect import record_verified_attempt
+    except ImportError:  # the question layer is optional for a bare verify
+        return None
+    return record_verified_attempt(path, verdict, settings)

@@ -1,0 +1,112 @@
+"""Correctness checks shared by the worker and the tests: poison, error statistics, tolerances.
+
+Every check has a name (listed in ``CHECKS`` and documented in docs/checks.md); a failed scenario
+names the check that caught it. All functions take torch tensors on any device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from harness.verdict import CHECKS  # noqa: F401  (re-exported: the named checks)
+
+
+#: NaN payloads used as poison; a kernel that computes NaN produces the canonical NaN, not these.
+POISON_BITS = {torch.bfloat16: 0x7FA5, torch.float16: 0x7D5A, torch.float32: 0x7FA5A5A5}
+
+#: Relative error bound ||o - ref|| / ||ref|| per dtype (a catch-all for precision dropped below the dtype).
+REL_ERR_BOUND = {torch.bfloat16: 2e-2, torch.float16: 5e-3}
+
+#: Floors added to FlashAttention's 2x rule, relative to max(1, max|ref|).
+FLOOR_O = 1e-4
+FLOOR_LSE = 1e-4
+
+
+def _int_view(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.int32)
+
+
+def poison_(t: torch.Tensor) -> torch.Tensor:
+    """Fill ``t`` (bf16, fp16 or fp32) in place with this module's NaN payload; returns ``t``."""
+    bits = POISON_BITS[t.dtype]
+    if t.element_size() == 2 and bits >= 0x8000:  # pragma: no cover - payloads are < 0x8000
+        bits -= 0x10000
+    _int_view(t).fill_(bits)
+    return t
+
+
+def count_poison(t: torch.Tensor) -> int:
+    """Number of elements of ``t`` still holding the poison payload (never written)."""
+    return int((_int_view(t) == POISON_BITS[t.dtype]).sum().item())
+
+
+def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-for-bit equality (NaN payloads included)."""
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(_int_view(a), _int_view(b))
+
+
+@dataclass
+class ErrorReport:
+    """Errors of one output against the fp32 reference. ``lse_inf_mismatch`` counts rows where exactly
+    one of (candidate lse, reference lse) is +inf; ``nonfinite`` counts NaN/Inf in o and NaN/-inf in lse."""
+
+    max_abs_err_o: float
+    max_abs_err_lse: float
+    rel_err_o: float
+    nonfinite: int
+    lse_inf_mismatch: int
+
+
+def error_report(o: torch.Tensor, lse: torch.Tensor, o_ref: torch.Tensor, lse_ref: torch.Tensor) -> ErrorReport:
+    """Compare ``o [b, sq, hq, d]`` (bf16/fp16) and ``lse [b, hq, sq]`` (fp32) with the fp32 reference.
+
+    NaN/Inf are counted, not propagated: the max errors are over finite elements only.
+    """
+    of = o.float()
+    finite_o = torch.isfinite(of)
+    nonfinite = int((~finite_o).sum().item())
+    diff = torch.where(finite_o, (of - o_ref).abs(), torch.zeros_like(of))
+    max_o = float(diff.max().item()) if diff.numel() else 0.0
+    ref_norm = float(o_ref.norm().item())
+    rel = float(torch.where(finite_o, of - o_ref, torch.zeros_like(of)).norm().item()) / max(ref_norm, 1e-30)
+    ref_inf = torch.isposinf(lse_ref)
+    cand_inf = torch.isposinf(lse)
+    nonfinite += int((torch.isnan(lse) | torch.isneginf(lse)).sum().item())
+    mismatch = int((ref_inf ^ cand_inf).sum().item())
+    both = ~ref_inf & torch.isfinite(lse)
+    max_lse = float((lse - lse_ref).abs()[both].max().item()) if bool(both.any()) else 0.0
+    return ErrorReport(max_o, max_lse, rel, nonfinite, mismatch)
+
+
+def tolerances(orig: ErrorReport, o_ref: torch.Tensor, lse_ref: torch.Tensor) -> tuple[float, float]:
+    """FlashAttention's test rule: candidate error <= 2 x the original kernel's error + a floor.
+
+    Source: flash-attention tests (``(out - out_ref).abs().max() <= 2 * (out_pt - out_ref).abs().max()
+    + atol``), with the original kernel in the role of the low-precision baseline. Floors are
+    ``FLOOR_O`` / ``FLOOR_LSE`` times ``max(1, max|ref|)``. Returns ``(tol_o, tol_lse)``.
+    """
+    scale_o = max(1.0, float(o_ref.abs().max().item())) if o_ref.numel() else 1.0
+    finite = lse_ref[torch.isfinite(lse_ref)]
+    scale_lse = max(1.0, float(finite.abs().max().item())) if finite.numel() else 1.0
+    return 2 * orig.max_abs_err_o + FLOOR_O * scale_o, 2 * orig.max_abs_err_lse + FLOOR_LSE * scale_lse
+
+
+def judge(cand: ErrorReport, tol_o: float, tol_lse: float, dtype: torch.dtype) -> tuple[str, str, str] | None:
+    """None when ``cand`` passes; else ``(failure_kind, check, message)``."""
+    if cand.nonfinite:
+        return "nan_inf", "finite_output", f"{cand.nonfinite} NaN/Inf values in o or lse"
+    if cand.lse_inf_mismatch:
+        return ("wrong_output", "reference_tolerance",
+                f"{cand.lse_inf_mismatch} rows disagree on lse = +inf (a row that sees no key has lse = +inf)")
+    if cand.max_abs_err_o > tol_o:
+        return ("wrong_output", "reference_tolerance",
+                f"max|o - ref| = {cand.max_abs_err_o:.3g} > {tol_o:.3g} (2 x original's error + floor)")
+    if cand.max_abs_err_lse > tol_lse:
+        return ("wrong_output", "reference_tolerance",
+                f"max|lse - ref| = {cand.max_abs_err_lse:.3g} > {tol_lse:.3g} (2 x original's error + floor)")
+    bound = REL_ERR_BOUND[dtype]
+    if cand.rel_err_o > bound:
+        return "wrong_output", "reference_tolerance", f"relative error {cand.rel_err_o:.3g} > {bound:g} for {dtype}"
+    return None

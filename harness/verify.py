@@ -1,0 +1,375 @@
+"""`verify_kernel`: compile, then check and time a candidate against the original in a worker process.
+
+The parent never loads the candidate. It spawns ``python -m harness.worker`` (a fresh process with its
+own CUDA context), streams progress from it, enforces per-scenario and whole-run timeouts, kills and
+restarts the worker after a hang or crash (the verdict names the scenario and the failure kind), and
+holds a per-GPU lock so that one verification runs at a time on a GPU, across processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import selectors
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from harness import ORIGINAL_KERNEL, REPO_ROOT
+from harness.compile import compile_kernel
+from harness.config import Settings
+from harness.errors import NoGpuError, VerifyError
+from harness.logging import get_logger
+from harness.scenarios import Scenario, load_suite
+from harness.verdict import CHECKS, Flag, Goal, ScenarioResult, Verdict, geomean
+from harness.worker import WorkerJob
+
+log = get_logger("attnq.verify")
+
+WORKER_START_TIMEOUT_S = 180.0
+#: After this many hung scenarios the rest are reported as not run (a hanging kernel would hang them all).
+MAX_HANGS = 2
+
+
+class VerifyOptions(BaseModel):
+    """Options of one verification (CLI flags and MCP tool arguments map onto these)."""
+
+    suite: str = Field(default="quick", description="quick | full | production | path to a suite .toml")
+    anchors: list[Literal["cudnn", "flash"]] = Field(default_factory=list, description="torch SDPA backends timed too")
+    arch: str = Field(default="sm_90a", description="nvcc target arch")
+    policy: bool = Field(default=True, description="enforce the source/symbol policy")
+    gpu: int = Field(default=0, ge=0, description="CUDA device index")
+    scenario_timeout_s: float = Field(default=60.0, gt=0, description="limit per scenario (hang detection)")
+    run_timeout_s: float = Field(default=900.0, gt=0, description="limit for the whole run")
+    draws: int = Field(default=2, ge=2, le=6, description="fresh random input draws per scenario")
+    goal_speedup: float = Field(default=1.0, gt=0, description="goal: geomean speedup >= this")
+    goal_against: Literal["original", "cudnn", "flash"] = Field(default="original")
+    scenario_ids: list[str] | None = Field(default=None, description="run only these ids of the suite")
+    min_samples: int = Field(default=10, ge=3, description="timed samples per scenario, at least")
+    max_samples: int = Field(default=40, ge=3, description="timed samples per scenario, at most")
+    budget_ms: float = Field(default=300.0, gt=0, description="GPU time per scenario after which sampling stops")
+
+
+class VerifyProgress(BaseModel):
+    """A progress event: ``done`` of ``total`` scenarios finished; sent at least every 5 s while running."""
+
+    done: int
+    total: int
+    scenario_id: str | None = None
+    message: str = ""
+    result: ScenarioResult | None = None
+
+
+ProgressFn = Callable[[VerifyProgress], None]
+
+
+def _require_gpu(arch: str, gpu: int, library: str) -> str:
+    """Return a short device description, or raise NoGpuError (distinct exit code, no traceback)."""
+    want = arch.removeprefix("sm_").rstrip("a")
+    need = f"compute capability {want[:-1]}.{want[-1]}" if want.isdigit() else arch
+    prefix = f"the build succeeded ({library}), but verification needs an NVIDIA GPU that runs {arch} ({need})"
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        raise NoGpuError(f"{prefix}; torch is not installed") from None
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        raise NoGpuError(f"{prefix}; this machine has none (torch sees no CUDA device)")
+    if gpu >= torch.cuda.device_count():
+        raise NoGpuError(f"{prefix}; GPU index {gpu} does not exist ({torch.cuda.device_count()} visible)")
+    major, minor = torch.cuda.get_device_capability(gpu)
+    if want.isdigit() and f"{major}{minor}" != want:
+        raise NoGpuError(f"{prefix}; GPU {gpu} ({torch.cuda.get_device_name(gpu)}) is {major}.{minor}")
+    props = torch.cuda.get_device_properties(gpu)
+    return f"{props.name}|{getattr(props, 'uuid', '')}|{torch.version.cuda}"
+
+
+@contextlib.contextmanager
+def gpu_lock(gpu: int, timeout_s: float, progress: ProgressFn | None = None) -> Iterator[None]:
+    """Exclusive lock per GPU index shared by all processes of this machine (flock on a file in the
+    temp dir). Raises VerifyError after ``timeout_s``."""
+    path = Path(tempfile.gettempdir()) / f"attnq-gpu{gpu}.lock"
+    with open(path, "a+") as fh:
+        t0 = time.monotonic()
+        last = 0.0
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                waited = time.monotonic() - t0
+                if waited > timeout_s:
+                    raise VerifyError(f"GPU {gpu} is busy with another verification for {waited:.0f} s; try again") from None
+                if progress and waited - last >= 5:
+                    last = waited
+                    progress(VerifyProgress(done=0, total=0, message=f"waiting for GPU {gpu} ({waited:.0f} s)"))
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _peak_cache(settings: Settings) -> Path:
+    return settings.state_dir / "device_peaks.json"
+
+
+class _WorkerRun:
+    """Runs scenarios[first:] in one worker process; yields parsed messages with deadlines enforced."""
+
+    def __init__(self, job: WorkerJob, log_path: Path) -> None:
+        r, w = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        self.log_fh = open(log_path, "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.worker", "--fd", str(w)],
+            stdin=subprocess.PIPE, stdout=self.log_fh, stderr=self.log_fh, pass_fds=(w,),
+            start_new_session=True, env=env, cwd=str(REPO_ROOT),
+        )
+        os.close(w)
+        self.rfd = r
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(job.model_dump_json().encode())
+        self.proc.stdin.close()
+        self.buf = b""
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(r, selectors.EVENT_READ)
+
+    def read(self, timeout_s: float) -> dict[str, Any] | None | Literal["eof"]:
+        """Next message, None on timeout, "eof" when the worker closed its channel."""
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.sel.select(left):
+                return None
+            chunk = os.read(self.rfd, 65536)
+            if not chunk:
+                return "eof"
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            return {"type": "garbage", "line": line[:200].decode(errors="replace")}
+
+    def kill(self) -> int | None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, 9)
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            code = None
+        self.close()
+        return code
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.sel.close()
+            os.close(self.rfd)
+        self.log_fh.close()
+
+
+def _failed(sc: Scenario, kind: str, check: str, message: str) -> ScenarioResult:
+    return ScenarioResult(id=sc.id, group=sc.group, flops=sc.flops, correct=False,
+                          failure_kind=kind, check=check, message=message)  # type: ignore[arg-type]
+
+
+def _run_all(job_base: WorkerJob, scenarios: list[Scenario], options: VerifyOptions, work_dir: Path,
+             progress: ProgressFn | None, cancel: threading.Event | None) -> tuple[list[ScenarioResult], dict[str, Any], str | None]:
+    """Run every scenario, restarting the worker after a fatal error. Returns results, device info and
+    a message when the run ended early (cancel, whole-run timeout)."""
+    results: list[ScenarioResult] = []
+    info: dict[str, Any] = {}
+    t_run = time.monotonic()
+    total = len(scenarios)
+    ended: str | None = None
+
+    def emit(msg: str, sid: str | None = None, result: ScenarioResult | None = None) -> None:
+        if progress:
+            progress(VerifyProgress(done=len(results), total=total, scenario_id=sid, message=msg, result=result))
+
+    while len(results) < total and ended is None:
+        hangs = sum(1 for r in results if r.failure_kind == "timeout")
+        if hangs >= MAX_HANGS:
+            ended = f"stopped after {hangs} scenarios hung (each killed after {options.scenario_timeout_s:.0f} s)"
+            break
+        first = len(results)
+        job = job_base.model_copy(update={"scenarios": scenarios[first:], "first_index": first})
+        w = _WorkerRun(job, work_dir / "worker.log")
+        current: int | None = None
+        started = time.monotonic()
+        deadline = started + WORKER_START_TIMEOUT_S
+        try:
+            while True:
+                if cancel is not None and cancel.is_set():
+                    ended = "cancelled"
+                    break
+                if time.monotonic() - t_run > options.run_timeout_s:
+                    ended = f"whole-run timeout ({options.run_timeout_s:.0f} s)"
+                    break
+                msg = w.read(min(2.0, max(0.05, deadline - time.monotonic())))
+                if msg is None:
+                    if time.monotonic() > deadline:
+                        if current is None:
+                            raise VerifyError(f"the worker did not start within {WORKER_START_TIMEOUT_S:.0f} s "
+                                              f"(log: {work_dir / 'worker.log'})")
+                        sc = scenarios[current]
+                        results.append(_failed(sc, "timeout", "worker_isolation",
+                                               f"no result within {options.scenario_timeout_s:.0f} s: killed (hang?)"))
+                        emit(f"{sc.id}: timeout", sc.id, results[-1])
+                        break
+                    emit(f"running {scenarios[current].id}" if current is not None else "starting worker",
+                         scenarios[current].id if current is not None else None)
+                    continue
+                if msg == "eof":
+                    code = w.proc.wait(timeout=30)
+                    if current is None and not results[first:]:
+                        tail = (work_dir / "worker.log").read_text(errors="replace")[-800:]
+                        raise VerifyError(f"the worker exited (code {code}) before any scenario: {tail}")
+                    if current is not None:
+                        sc = scenarios[current]
+                        results.append(_failed(sc, "crash", "worker_isolation",
+                                               f"the worker process died (exit code {code}) during this scenario"))
+                        emit(f"{sc.id}: crash", sc.id, results[-1])
+                    break
+                kind = msg.get("type")
+                if kind == "load_error":
+                    raise VerifyError(f"the worker could not load the libraries: {msg['message']}")
+                if kind == "hello":
+                    info = {k: v for k, v in msg.items() if k != "type"}
+                elif kind == "start":
+                    current = int(msg["index"])
+                    deadline = time.monotonic() + options.scenario_timeout_s
+                    emit(f"scenario {current + 1}/{total}: {msg['id']}", msg["id"])
+                elif kind == "result":
+                    res = ScenarioResult.model_validate(msg["result"])
+                    results.append(res)
+                    current = None
+                    deadline = time.monotonic() + options.scenario_timeout_s
+                    emit(f"{res.id}: {'ok' if res.correct else res.failure_kind}", res.id, res)
+                elif kind == "fatal":
+                    sc = scenarios[int(msg["index"])]
+                    results.append(_failed(sc, msg["kind"], "worker_isolation", msg["message"]))
+                    emit(f"{sc.id}: {msg['kind']}", sc.id, results[-1])
+                    current = None
+                elif kind == "done":
+                    break
+        finally:
+            w.kill()
+    for sc in scenarios[len(results):]:
+        results.append(_failed(sc, "not_run", "worker_isolation", f"not run: {ended}"))
+    return results, info, ended
+
+
+def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, settings: Settings | None = None,
+                  progress: ProgressFn | None = None, cancel: threading.Event | None = None) -> Verdict:
+    """Compile ``path`` and verify it against the original kernel on a suite; returns the Verdict.
+
+    Raises:
+        InputError, ToolchainError, CompileError, PolicyError, AbiError: from compiling (see compile_kernel).
+        NoGpuError: no GPU that runs the build's arch (after compiling).
+        VerifyError: the run could not start (worker failed to load, GPU lock timeout, bad suite).
+    Per-scenario failures (wrong output, crash, hang, ...) are in the Verdict, not raised.
+    """
+    options = options or VerifyOptions()
+    settings = settings or Settings()
+    t0 = time.monotonic()
+    suite = load_suite(options.suite)
+    scenarios = suite.scenarios
+    if options.scenario_ids:
+        known = {s.id for s in scenarios}
+        missing = [i for i in options.scenario_ids if i not in known]
+        if missing:
+            raise VerifyError(f"scenario ids not in suite {suite.name}: {missing[:5]}")
+        scenarios = [s for s in scenarios if s.id in set(options.scenario_ids)]
+    cache_dir = settings.state_dir / "build"
+    cand = compile_kernel(path, arch=options.arch, cache_dir=cache_dir, policy=options.policy)
+    orig = compile_kernel(ORIGINAL_KERNEL, arch=options.arch, cache_dir=cache_dir, policy=True)
+    device_key = _require_gpu(options.arch, options.gpu, cand.library)
+    peaks: dict[str, float] = {}
+    with contextlib.suppress(OSError, ValueError):
+        peaks = json.loads(_peak_cache(settings).read_text())
+    job = WorkerJob(candidate_lib=cand.library, original_lib=orig.library, scenarios=[], seed=secrets.randbits(62),
+                    draws=options.draws, anchors=options.anchors, gpu=options.gpu, min_samples=options.min_samples,
+                    max_samples=options.max_samples, budget_ms=options.budget_ms,
+                    measure_peak=device_key not in peaks, peak_tflops=peaks.get(device_key))
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    with gpu_lock(options.gpu, options.run_timeout_s, progress), tempfile.TemporaryDirectory(prefix="attnq-verify-") as td:
+        results, info, ended = _run_all(job, scenarios, options, Path(td), progress, cancel)
+    if info.get("peak_tflops") and device_key not in peaks:
+        peaks[device_key] = info["peak_tflops"]
+        _peak_cache(settings).write_text(json.dumps(peaks, indent=2))
+    verdict = build_verdict(results, suite_name=suite.name, options=options, source=str(path),
+                            source_sha256=cand.source_sha256, build_hash=cand.build_hash,
+                            original_sha256=orig.build_hash, gpu=info.get("gpu", ""),
+                            peak_tflops=job.peak_tflops or info.get("peak_tflops"),
+                            physical_peak_tflops=info.get("physical_peak_tflops"))
+    verdict.wall_s = round(time.monotonic() - t0, 2)
+    verdict.message = ended
+    log.info("verified", kernel=str(path), status=verdict.status, geomean=verdict.geomean_speedup, wall_s=verdict.wall_s)
+    return verdict
+
+
+def build_verdict(results: list[ScenarioResult], *, suite_name: str, options: VerifyOptions, source: str,
+                  source_sha256: str, build_hash: str, original_sha256: str, gpu: str = "",
+                  peak_tflops: float | None = None, physical_peak_tflops: float | None = None) -> Verdict:
+    """Summarize per-scenario results: geomeans (overall, per group, vs anchors), worst, goal, flags.
+
+    Geomeans run over correct scenarios only; the goal needs every scenario correct.
+    """
+    ok = [r for r in results if r.correct and r.speedup]
+    failed = [r.id for r in results if not r.correct]
+    gm = geomean(r.speedup for r in ok if r.speedup)
+    by_group: dict[str, float] = {}
+    for g in dict.fromkeys(r.group for r in ok):
+        val = geomean(r.speedup for r in ok if r.group == g and r.speedup)
+        if val is not None:
+            by_group[g] = val
+    vs_anchor: dict[str, float] = {}
+    for a in options.anchors:
+        val = geomean(r.vs_anchor[a] for r in ok if a in r.vs_anchor)
+        if val is not None:
+            vs_anchor[a] = val
+    worst = failed + [r.id for r in sorted(ok, key=lambda r: r.speedup or 0)][: max(0, 5 - len(failed))]
+    flags: list[Flag] = []
+    for r in results:
+        if r.failure_kind == "impossible_speed":
+            flags.append(Flag(kind="above_physical_peak", message=r.message or "", scenario_id=r.id))
+        if r.correct and peak_tflops and r.tflops and r.tflops > peak_tflops:
+            flags.append(Flag(kind="above_measured_peak", scenario_id=r.id,
+                              message=f"{r.tflops:.0f} TFLOP/s exceeds the measured matmul rate {peak_tflops:.0f} "
+                                      "(possible, not impossible: check it)"))
+        if r.message and r.message.startswith("stream_timing"):
+            flags.append(Flag(kind="work_outside_stream", message=r.message, scenario_id=r.id))
+        if r.correct and r.candidate and r.candidate.median_ms > 0 and r.candidate.iqr_ms / r.candidate.median_ms > 0.1:
+            flags.append(Flag(kind="noisy_timing", scenario_id=r.id,
+                              message=f"IQR {100 * r.candidate.iqr_ms / r.candidate.median_ms:.0f}% of the median"))
+    goal = Goal(against=options.goal_against, min_speedup=options.goal_speedup)
+    measure = gm if options.goal_against == "original" else vs_anchor.get(options.goal_against)
+    if failed:
+        goal.reason = f"{len(failed)} of {len(results)} scenarios failed: {', '.join(failed[:5])}"
+    elif measure is None:
+        goal.reason = f"no geomean against {options.goal_against} (run with --anchors {options.goal_against})"
+    else:
+        goal.met = measure >= options.goal_speedup
+        goal.reason = (f"geomean {measure:.3f}x vs {options.goal_against} "
+                       f"{'>=' if goal.met else '<'} {options.goal_speedup:g}x, all {len(results)} scenarios correct")
+    not_run = all(r.failure_kind == "not_run" for r in results)
+    status = "error" if not_run else ("correct" if not failed else "incorrect")
+    checks = [c for c in CHECKS if options.policy or c not in ("source_policy", "symbol_policy")]
+    return Verdict(kernel=source, source_sha256=source_sha256, build_hash=build_hash, original_sha256=original_sha256,
+                   suite=suite_name, gpu=gpu, status=status, num_scenarios=len(results),
+                   num_correct=len(results) - len(failed), failed=failed, geomean_speedup=gm,
+                   geomean_by_group=by_group, geomean_vs_anchor=vs_anchor, worst=worst, goal=goal, flags=flags,
+                   peak_tflops=peak_tflops, physical_peak_tflops=physical_peak_tflops, checks=checks,
+                   seed_draws=options.draws, scenarios=results)

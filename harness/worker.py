@@ -1,0 +1,472 @@
+"""The verification worker: the only code that loads a candidate library.
+
+Run as ``python -m harness.worker --fd N``: reads a :class:`WorkerJob` (JSON) on stdin, writes JSON
+lines on file descriptor N (``hello``, ``start``, ``result``, ``fatal``, ``done``). The parent
+(harness/verify.py) enforces timeouts and restarts the worker after a crash.
+
+Isolation (why the candidate never sees an expected answer): per scenario and draw, the candidate's
+calls all run BEFORE the fp32 reference and the original kernel's output exist; both are computed
+afterwards from a private copy of the inputs, compared, overwritten and freed before the
+candidate's code runs again. During timing the candidate always runs first within a sample, and the
+original's previous output is poisoned before the candidate's next call. Outputs are poisoned before
+every call, so memory the allocator hands back can never pass for a result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from harness.scenarios import Scenario
+from harness.verdict import ErrorStats, ScenarioResult, TimingStats
+
+
+class WorkerJob(BaseModel):
+    """What the parent sends on stdin."""
+
+    candidate_lib: str
+    original_lib: str
+    scenarios: list[Scenario]
+    first_index: int = 0
+    seed: int
+    draws: int = 2
+    anchors: list[Literal["cudnn", "flash"]] = []
+    gpu: int = 0
+    min_samples: int = 10
+    max_samples: int = 40
+    budget_ms: float = 300.0
+    measure_peak: bool = False
+    physical_peak_tflops: float | None = None
+    peak_tflops: float | None = None
+
+
+class _Fatal(Exception):
+    """A CUDA error that leaves the context unusable: report and exit so the parent restarts us."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class _Fail(Exception):
+    """A scenario failure found by a named check (the context stays usable)."""
+
+    def __init__(self, kind: str, check: str, message: str) -> None:
+        super().__init__(message)
+        self.kind, self.check = kind, check
+
+
+_FATAL_MARKERS = {
+    "illegal memory access": "illegal_memory_access",
+    "misaligned address": "illegal_memory_access",
+    "illegal address": "illegal_memory_access",
+    "unspecified launch failure": "crash",
+    "illegal instruction": "crash",
+    "launch timed out": "timeout",
+    "device-side assert": "crash",
+    "hardware stack error": "crash",
+}
+
+
+class Runner:
+    """Holds the CUDA state of one worker: libraries, buffers, events, the runtime's error API."""
+
+    def __init__(self, job: WorkerJob, send: Any) -> None:
+        import torch
+
+        from harness.abi import load_kernel
+
+        self.torch = torch
+        self.job = job
+        self.send = send
+        torch.cuda.set_device(job.gpu)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        self.props = torch.cuda.get_device_properties(job.gpu)
+        self.num_sms = self.props.multi_processor_count
+        self.orig = load_kernel(job.original_lib)
+        self.cand = load_kernel(job.candidate_lib)
+        self.cudart = ctypes.CDLL("libcudart.so.13") if _has_lib("libcudart.so.13") else None
+        if self.cudart is not None:
+            self.cudart.cudaGetLastError.restype = ctypes.c_int
+            self.cudart.cudaGetErrorString.restype = ctypes.c_char_p
+        l2 = getattr(self.props, "L2_cache_size", 60 << 20) or (60 << 20)
+        self.flush_buf = torch.empty(max(4 * l2, 256 << 20), dtype=torch.uint8, device="cuda")
+
+    # -- calls ---------------------------------------------------------------------------------
+    def sync(self) -> None:
+        """Device-wide synchronize; a sticky CUDA error becomes :class:`_Fatal`."""
+        try:
+            self.torch.cuda.synchronize()
+        except RuntimeError as exc:  # torch raises on a sticky error
+            msg = str(exc).splitlines()[0]
+            kind = next((k for m, k in _FATAL_MARKERS.items() if m in msg.lower()), "crash")
+            raise _Fatal(kind, msg) from None
+
+    def last_error(self) -> str | None:
+        """The runtime's last launch error (cleared), or None."""
+        if self.cudart is None:
+            return None
+        code = self.cudart.cudaGetLastError()
+        return None if code == 0 else f"{self.cudart.cudaGetErrorString(code).decode()} (cudaError {code})"
+
+    def call(self, lib: Any, params: Any, who: str) -> None:
+        """Call ``attn_fwd`` on the legacy default stream; raise _Fail on unsupported / launch error."""
+        status = lib.fwd(params, 0)
+        err = self.last_error()
+        if status != 0:
+            raise _Fail("unsupported", "launch_status", f"{who} attn_fwd returned {status} (unsupported configuration)")
+        if err:
+            raise _Fail("launch_error", "launch_status", f"{who} launch failed: {err}")
+
+    # -- one scenario ----------------------------------------------------------------------------
+    def run(self, sc: Scenario, index: int) -> ScenarioResult:
+        torch = self.torch
+        base = ScenarioResult(id=sc.id, group=sc.group, flops=sc.flops, correct=False)
+        dtype = torch.bfloat16 if sc.dtype == "bf16" else torch.float16
+        gen = torch.Generator(device="cuda")
+        gen.manual_seed((self.job.seed * 1_000_003 + index) % (1 << 63))
+        bufs = _Buffers(torch, sc, dtype)
+        try:
+            stats, tol = self._check(sc, bufs, gen)
+            base.errors = stats
+            timing = self._time(sc, bufs, gen, tol, stats)
+        except _Fail as f:
+            base.failure_kind, base.check, base.message = f.kind, f.check, str(f)  # type: ignore[assignment]
+            return base
+        finally:
+            bufs.scrub()
+        cand_t, orig_t, anchors, escaped = timing
+        base.candidate, base.original, base.anchors = cand_t, orig_t, anchors
+        base.speedup = orig_t.median_ms / cand_t.median_ms
+        base.tflops = sc.flops / (cand_t.median_ms * 1e-3) / 1e12
+        if self.job.peak_tflops:
+            base.fraction_of_peak = base.tflops / self.job.peak_tflops
+        base.vs_anchor = {k: t.median_ms / cand_t.median_ms for k, t in anchors.items() if t is not None}
+        base.correct = True
+        if escaped:
+            base.message = escaped
+        phys = self.job.physical_peak_tflops
+        if phys and base.tflops > phys:
+            base.correct = False
+            base.failure_kind, base.check = "impossible_speed", "physical_peak"
+            base.message = f"{base.tflops:.0f} TFLOP/s is above the physical peak {phys:.0f} TFLOP/s: the timing was escaped"
+        return base
+
+    def _params(self, lib_out: tuple[Any, Any], bufs: _Buffers, sc: Scenario, lib: Any) -> Any:
+        from harness.abi import make_params
+
+        o, lse = lib_out
+        p = make_params(bufs.q, bufs.k, bufs.v, o, lse, softmax_scale=1.0 / math.sqrt(sc.head_dim),
+                        causal=sc.causal, num_sms=self.num_sms)
+        nbytes = lib.workspace_bytes(p)
+        if nbytes:
+            ws = bufs.workspace(lib, nbytes)
+            p.workspace, p.workspace_bytes = ws.data_ptr(), nbytes
+        return p
+
+    def _check(self, sc: Scenario, bufs: _Buffers, gen: Any) -> tuple[ErrorStats, tuple[float, float]]:
+        """Correctness over ``draws`` fresh input draws. Returns worst errors and the draw-0 tolerances."""
+        from harness.checks import bits_equal, count_poison, error_report, judge, poison_, tolerances
+        from harness.reference import attention_reference
+
+        torch = self.torch
+        worst: ErrorStats | None = None
+        tol0 = (0.0, 0.0)
+        for draw in range(self.job.draws):
+            kind = ("normal", "large_logits", "shifted")[draw % 3]
+            bufs.fill_inputs(gen, kind)
+            q0, k0, v0 = bufs.q.clone(), bufs.k.clone(), bufs.v.clone()
+            o_c, lse_c = poison_(bufs.o_c), poison_(bufs.lse_c)
+            self.call(self.cand, self._params((o_c, lse_c), bufs, sc, self.cand), "candidate")
+            self.sync()
+            if draw == 0:  # determinism: a second call on the same inputs must give the same bits
+                o2, l2 = poison_(torch.empty_like(o_c)), poison_(torch.empty_like(lse_c))
+                self.call(self.cand, self._params((o2, l2), bufs, sc, self.cand), "candidate")
+                self.sync()
+                if not (bits_equal(o2, o_c) and bits_equal(l2, lse_c)):
+                    d = (o2.float() - o_c.float()).abs().nan_to_num(0).max().item()
+                    raise _Fail("nondeterministic", "determinism",
+                                f"two calls on the same inputs differ (max |diff| {d:.3g}): a race (missing barrier?)")
+                del o2, l2
+            if not (bits_equal(bufs.q, q0) and bits_equal(bufs.k, k0) and bits_equal(bufs.v, v0)):
+                raise _Fail("inputs_modified", "input_integrity", "q, k or v changed during the call")
+            unwritten = count_poison(o_c) + count_poison(lse_c)
+            if unwritten:
+                raise _Fail("unwritten_output", "poisoned_output",
+                            f"{unwritten} elements of o/lse were never written (poison left, draw {draw})")
+            # Expected answers exist only from here on, after the candidate's calls for this draw.
+            o_ref, lse_ref = attention_reference(q0, k0, v0, softmax_scale=1.0 / math.sqrt(sc.head_dim), causal=sc.causal)
+            o_o, lse_o = poison_(torch.empty_like(o_c)), poison_(torch.empty_like(lse_c))
+            self.call(self.orig, self._params((o_o, lse_o), bufs, sc, self.orig), "original")
+            self.sync()
+            rep_o = error_report(o_o, lse_o, o_ref, lse_ref)
+            rep_c = error_report(o_c, lse_c, o_ref, lse_ref)
+            tol_o, tol_lse = tolerances(rep_o, o_ref, lse_ref)
+            for t in (o_ref, lse_ref, o_o, lse_o):
+                t.zero_()
+            del o_ref, lse_ref, o_o, lse_o, q0, k0, v0
+            stats = ErrorStats(max_abs_err_o=rep_c.max_abs_err_o, max_abs_err_lse=rep_c.max_abs_err_lse,
+                               rel_err_o=rep_c.rel_err_o, tol_o=tol_o, tol_lse=tol_lse,
+                               original_max_abs_err_o=rep_o.max_abs_err_o, original_max_abs_err_lse=rep_o.max_abs_err_lse)
+            if rep_o.nonfinite or rep_o.lse_inf_mismatch:  # pragma: no cover - the original is verified
+                raise _Fail("wrong_output", "reference_tolerance", f"the ORIGINAL kernel failed on draw {draw} ({kind})")
+            bad = judge(rep_c, tol_o, tol_lse, bufs.dtype)
+            if bad:
+                raise _Fail(bad[0], bad[1], f"{bad[2]} [draw {draw}: {kind} inputs]")
+            if draw == 0:
+                tol0 = (tol_o + rep_o.max_abs_err_o, tol_lse + rep_o.max_abs_err_lse)
+            if worst is None or stats.max_abs_err_o / max(tol_o, 1e-30) > worst.max_abs_err_o / max(worst.tol_o, 1e-30):
+                worst = stats
+        assert worst is not None
+        return worst, tol0
+
+    def _timed(self, fn: Any) -> tuple[float, float]:
+        """(event ms, host wall ms) of one call; events on the legacy default stream, L2 flushed first."""
+        torch = self.torch
+        self.sync()  # input regeneration and poisoning finish first: the wall clock starts from an idle GPU
+        self.flush_buf.zero_()  # evicts L2 and keeps the GPU busy while the host enqueues the call
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t0 = time.perf_counter()
+        fn()
+        end.record()
+        self.sync()
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        return start.elapsed_time(end), wall_ms
+
+    def _time(self, sc: Scenario, bufs: _Buffers, gen: Any, tol: tuple[float, float], stats: ErrorStats):
+        """A/B timing on fresh inputs per sample; every timed candidate output is checked against the
+        original's on the same inputs (bound: tolerance + original's error, by the triangle inequality)."""
+        from harness.checks import count_poison, poison_
+
+        torch = self.torch
+        p_c = self._params((bufs.o_c, bufs.lse_c), bufs, sc, self.cand)
+        o_o, lse_o = torch.empty_like(bufs.o_c), torch.empty_like(bufs.lse_c)
+        p_o = self._params((o_o, lse_o), bufs, sc, self.orig)
+        anchors = {name: _sdpa_runner(torch, sc, bufs, name) for name in self.job.anchors}
+        t_c: list[float] = []
+        t_o: list[float] = []
+        w_c: list[float] = []
+        w_o: list[float] = []
+        t_a: dict[str, list[float]] = {k: [] for k, fn in anchors.items() if fn is not None}
+        spent = 0.0
+        n = 0
+        while n < self.job.max_samples and (n < self.job.min_samples or spent < self.job.budget_ms):
+            bufs.fill_inputs(gen, "normal")  # fresh inputs for every timed call
+            poison_(bufs.o_c), poison_(bufs.lse_c), poison_(o_o), poison_(lse_o)
+            ec, wc = self._timed(lambda: self.call(self.cand, p_c, "candidate"))
+            eo, wo = self._timed(lambda: self.call(self.orig, p_o, "original"))
+            for name, fn in anchors.items():
+                if fn is not None:
+                    t_a[name].append(self._timed(fn)[0])
+            if count_poison(bufs.o_c) + count_poison(bufs.lse_c):
+                raise _Fail("timed_output_wrong", "timed_output", f"timed call {n} left o/lse elements unwritten")
+            d_o = (bufs.o_c.float() - o_o.float()).abs().nan_to_num(float("inf")).max().item()
+            fin = torch.isfinite(lse_o)
+            if not torch.equal(fin, torch.isfinite(bufs.lse_c)):
+                raise _Fail("timed_output_wrong", "timed_output", f"timed call {n}: lse +inf rows differ from the original's")
+            d_l = (bufs.lse_c - lse_o).abs()[fin].max().item() if bool(fin.any()) else 0.0
+            if d_o > tol[0] or d_l > tol[1]:
+                raise _Fail("timed_output_wrong", "timed_output",
+                            f"timed call {n} on fresh inputs: max|o - original| = {d_o:.3g} (bound {tol[0]:.3g}), "
+                            f"max|lse - original| = {d_l:.3g} (bound {tol[1]:.3g}); outputs checked untimed were right")
+            t_c.append(ec), t_o.append(eo), w_c.append(wc), w_o.append(wo)
+            spent += ec + eo
+            n += 1
+        o_o.zero_()
+        escaped = None
+        over_c = statistics.median(w - e for w, e in zip(w_c, t_c, strict=True))
+        over_o = statistics.median(w - e for w, e in zip(w_o, t_o, strict=True))
+        if over_c > over_o + max(0.05, 0.25 * statistics.median(t_c)):
+            # work finished after the end event (another stream): count the host-observed time instead
+            t_c = [w - over_o for w in w_c]
+            escaped = (f"stream_timing: work outlived the end event by {over_c - over_o:.3f} ms per call "
+                       "(launched on another stream?); host wall-clock time used")
+        anchor_stats: dict[str, TimingStats | None] = {k: (_stats(t_a[k]) if k in t_a else None) for k in anchors}
+        return _stats(t_c), _stats(t_o), anchor_stats, escaped
+
+
+class _Buffers:
+    """Inputs and candidate outputs of one scenario, with scrubbing on exit."""
+
+    def __init__(self, torch: Any, sc: Scenario, dtype: Any) -> None:
+        self.torch, self.sc, self.dtype = torch, sc, dtype
+        b, sq, sk, hq, hk, d = sc.batch, sc.seqlen_q, sc.seqlen_k, sc.num_heads_q, sc.num_heads_kv, sc.head_dim
+        self.q = torch.empty((b, sq, hq, d), dtype=dtype, device="cuda")
+        self.k = torch.empty((b, sk, hk, d), dtype=dtype, device="cuda")
+        self.v = torch.empty((b, sk, hk, d), dtype=dtype, device="cuda")
+        self.o_c = torch.empty((b, sq, hq, d), dtype=dtype, device="cuda")
+        self.lse_c = torch.empty((b, hq, sq), dtype=torch.float32, device="cuda")
+        self._ws: dict[int, Any] = {}
+
+    def workspace(self, lib: Any, nbytes: int) -> Any:
+        key = id(lib)
+        if key not in self._ws or self._ws[key].numel() < nbytes:
+            self._ws[key] = self.torch.zeros(nbytes, dtype=self.torch.uint8, device="cuda")
+        return self._ws[key]
+
+    def fill_inputs(self, gen: Any, kind: str) -> None:
+        """normal: N(0,1); large_logits: q, k ~ 6 N(0,1) (logits ~ 36 sigma, exp overflows without max
+        subtraction); shifted: q, k ~ N(0,1) + 1 (all logits positive and large lse)."""
+        for t in (self.q, self.k, self.v):
+            t.normal_(generator=gen)
+        if kind == "large_logits":
+            self.q.mul_(6.0), self.k.mul_(6.0)
+        elif kind == "shifted":
+            self.q.add_(1.0), self.k.add_(1.0)
+
+    def scrub(self) -> None:
+        for t in (self.q, self.k, self.v, self.o_c, self.lse_c, *self._ws.values()):
+            t.zero_()
+        self._ws.clear()
+
+
+def _stats(times: list[float]) -> TimingStats:
+    qs = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
+    return TimingStats(median_ms=statistics.median(times), iqr_ms=qs[2] - qs[0], samples=len(times))
+
+
+def _sdpa_runner(torch: Any, sc: Scenario, bufs: _Buffers, backend: str) -> Any:
+    """A zero-arg callable running torch SDPA with one backend on the scenario's buffers, or None when
+    that backend does not support the scenario (tried once)."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[backend]
+    q, k, v = (t.transpose(1, 2) for t in (bufs.q, bufs.k, bufs.v))
+    kwargs: dict[str, Any] = {"scale": 1.0 / math.sqrt(sc.head_dim)}
+    if sc.num_heads_q != sc.num_heads_kv:
+        kwargs["enable_gqa"] = True
+    if sc.causal:
+        if sc.seqlen_q == sc.seqlen_k:
+            kwargs["is_causal"] = True
+        else:
+            from torch.nn.attention.bias import causal_lower_right
+
+            kwargs["attn_mask"] = causal_lower_right(sc.seqlen_q, sc.seqlen_k)
+
+    def run() -> None:
+        with sdpa_kernel(be):
+            F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+    try:
+        run()
+        torch.cuda.synchronize()
+    except RuntimeError:
+        return None
+    return run
+
+
+def _has_lib(name: str) -> bool:
+    try:
+        ctypes.CDLL(name)
+        return True
+    except OSError:
+        return False
+
+
+def _measure_peak_tflops(torch: Any) -> float:
+    """Dense bf16 matmul TFLOP/s (8192^3, random data, median of 10 after 3 warm-ups)."""
+    n = 8192
+    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(10):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        a @ b
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    return 2 * n**3 / (statistics.median(times) * 1e-3) / 1e12
+
+
+def _device_info(torch: Any, gpu: int) -> dict[str, Any]:
+    props = torch.cuda.get_device_properties(gpu)
+    clock_mhz = None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(gpu)
+        clock_mhz = pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        driver = driver.decode() if isinstance(driver, bytes) else driver
+    except Exception:  # noqa: BLE001 - NVML is optional
+        driver = "unknown"
+    clock_mhz = clock_mhz or 1980
+    sms = props.multi_processor_count
+    physical = sms * 4096 * clock_mhz * 1e6 / 1e12 if props.major == 9 else None
+    return {
+        "gpu": f"{props.name}, {sms} SMs, cc {props.major}.{props.minor}, driver {driver}, "
+               f"max SM clock {clock_mhz} MHz, torch {torch.__version__}",
+        "physical_peak_tflops": physical,
+        "key": f"{props.name}|{driver}|{sms}",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker entry point. Exit codes: 0 done, 3 fatal CUDA error (context lost), 4 bad job / load."""
+    ap = argparse.ArgumentParser(prog="python -m harness.worker")
+    ap.add_argument("--fd", type=int, required=True, help="file descriptor for JSON-lines messages")
+    args = ap.parse_args(argv)
+    chan = os.fdopen(args.fd, "w", buffering=1)
+
+    def send(msg: dict[str, Any]) -> None:
+        chan.write(json.dumps(msg) + "\n")
+        chan.flush()
+
+    try:
+        job = WorkerJob.model_validate_json(sys.stdin.read())
+        import torch
+
+        info = _device_info(torch, job.gpu)
+        if job.measure_peak:
+            torch.cuda.set_device(job.gpu)
+            info["peak_tflops"] = _measure_peak_tflops(torch)
+        job.peak_tflops = job.peak_tflops or info.get("peak_tflops")
+        job.physical_peak_tflops = job.physical_peak_tflops or info["physical_peak_tflops"]
+        runner = Runner(job, send)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which maps it
+        send({"type": "load_error", "message": f"{type(exc).__name__}: {exc}"})
+        return 4
+    send({"type": "hello", **info})
+    for offset, sc in enumerate(job.scenarios):
+        index = job.first_index + offset
+        send({"type": "start", "index": index, "id": sc.id})
+        try:
+            result = runner.run(sc, index)
+        except _Fatal as f:
+            send({"type": "fatal", "index": index, "kind": f.kind, "message": str(f)})
+            return 3
+        except Exception as exc:  # noqa: BLE001 - a harness-side error in one scenario
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            low = msg.lower()
+            if any(m in low for m in _FATAL_MARKERS):
+                kind = next(k for m, k in _FATAL_MARKERS.items() if m in low)
+                send({"type": "fatal", "index": index, "kind": kind, "message": msg})
+                return 3
+            traceback.print_exc(file=sys.stderr)
+            result = ScenarioResult(id=sc.id, group=sc.group, flops=sc.flops, correct=False,
+                                    failure_kind="launch_error", check="launch_status",
+                                    message=f"{type(exc).__name__}: {msg}")
+        send({"type": "result", "index": index, "result": result.model_dump(mode="json")})
+    send({"type": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

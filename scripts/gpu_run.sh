@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
+#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong adversarial fast mcp bench
+# Logs and JSON verdicts go under $OUT (default ./gpu-out). Wheels the box lacks travel in .whl/
+# (see ../shared/gpu/fetch-wheels.sh); they are installed to /tmp/site first.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT/logs"
+export PYTHONUNBUFFERED=1 ATTNQ_LOG_LEVEL=${ATTNQ_LOG_LEVEL:-warning}
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+attnq() { python3 -m attnq "$@"; }
+steps=${*:-info tests original aa quick wrong}
+S=$OUT/summary.txt
+note() { echo "$*" | tee -a "$S"; }
+note "== attnq GPU run $(date -u +%FT%TZ) commit ${ATTNQ_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} steps: $steps"
+for step in $steps; do
+  t0=$(date +%s)
+  case $step in
+    info)
+      nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv,noheader | tee -a "$S"
+      python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$S" ;;
+    tests)
+      python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/gpu} -p no:cacheprovider 2>&1 | tee "$OUT/logs/gpu_tests.log" | tail -25
+      note "gpu tests: $(tail -1 "$OUT/logs/gpu_tests.log")" ;;
+    original)
+      attnq verify kernels/attn_original.cu --suite full --json > "$OUT/logs/original_full.json" 2> "$OUT/logs/original_full.err"
+      note "original full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/original_full.json")" ;;
+    aa)
+      mkdir -p /tmp/aa && cp kernels/attn_original.cu /tmp/aa/attn_original_copy.cu
+      for i in 1 2 3; do
+        ATTNQ_WORKSPACE=/tmp/aa attnq verify /tmp/aa/attn_original_copy.cu --suite full --no-record --json > "$OUT/logs/aa_$i.json" 2>>"$OUT/logs/aa.err"
+        note "A/A run $i: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/aa_$i.json")"
+      done ;;
+    quick)
+      attnq verify kernels/attn_original.cu --suite quick --json > "$OUT/logs/quick.json" 2> "$OUT/logs/quick.err"
+      note "quick: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/quick.json")" ;;
+    wrong)
+      for f in tests/adversarial/no_causal_mask.cu tests/adversarial/drop_last_tile.cu tests/adversarial/fault_segv_host.cu tests/adversarial/fault_hang.cu; do
+        [ -f "$f" ] || { note "missing $f"; continue; }
+        b=$(basename "$f" .cu)
+        attnq verify "$f" --suite full --no-record --json > "$OUT/logs/wrong_$b.json" 2> "$OUT/logs/wrong_$b.err"
+        note "$b: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/wrong_$b.json")"
+      done
+      attnq verify kernels/attn_original.cu --suite quick --no-record --json > "$OUT/logs/after_faults.json" 2>&1
+      note "original after faults: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/after_faults.json")" ;;
+    adversarial)
+      ATTNQ_ADV_TABLE=$OUT/adversarial_table.md python3 -m pytest -q -m gpu tests/gpu/test_adversarial.py -p no:cacheprovider 2>&1 \
+        | tee "$OUT/logs/adversarial.log" | tail -25
+      note "adversarial: $(tail -1 "$OUT/logs/adversarial.log")" ;;
+    fast)
+      attnq verify kernels/attn_fast.cu --suite full --anchors flash,cudnn --json > "$OUT/logs/fast_full.json" 2> "$OUT/logs/fast_full.err"
+      note "fast full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fast_full.json")" ;;
+    mcp)
+      python3 examples/clients/campaign.py > "$OUT/logs/mcp_campaign.log" 2>&1
+      note "mcp campaign: exit $? (transcript in logs/mcp_campaign.log)" ;;
+    *) note "unknown step $step" ;;
+  esac
+  note "   [$step took $(( $(date +%s) - t0 )) s]"
+done
+tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+cat "$S"

@@ -1,0 +1,24 @@
+"""Print a one-line summary of a Verdict JSON file (used by scripts/gpu_run.sh)."""
+
+import json
+import sys
+
+try:
+    v = json.load(open(sys.argv[1]))
+except Exception as exc:  # noqa: BLE001
+    print(f"(no verdict: {exc})")
+    raise SystemExit(0) from None
+if "status" not in v:
+    print(f"error: {v.get('message', v)}"[:400])
+    raise SystemExit(0)
+gm = v.get("geomean_speedup")
+parts = [f"{v['status']} {v['num_correct']}/{v['num_scenarios']}", f"geomean {gm:.3f}x" if gm else "geomean -",
+         f"wall {v.get('wall_s', 0):.1f}s"]
+parts += [f"vs {a} {x:.3f}x" for a, x in v.get("geomean_vs_anchor", {}).items()]
+fails = {}
+for r in v["scenarios"]:
+    if not r["correct"]:
+        fails.setdefault(f"{r['failure_kind']}[{r['check']}]", []).append(r["id"])
+for k, ids in fails.items():
+    parts.append(f"{k}: {len(ids)} e.g. {ids[0]}")
+print("; ".join(parts))

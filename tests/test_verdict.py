@@ -1,0 +1,85 @@
+"""Verdict assembly: geomeans, groups, anchors, worst-first, goal and flags."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness.verdict import ScenarioResult, TimingStats, geomean
+from harness.verify import VerifyOptions, build_verdict
+
+
+def _res(i: int, group: str, orig_ms: float, cand_ms: float, *, correct: bool = True, flops: float = 1e12,
+         anchors: dict[str, float] | None = None, kind: str | None = None) -> ScenarioResult:
+    r = ScenarioResult(id=f"{group}/s{i}", group=group, flops=flops, correct=correct)
+    if not correct:
+        r.failure_kind, r.check, r.message = kind or "wrong_output", "reference_tolerance", "bad"  # type: ignore[assignment]
+        return r
+    r.candidate = TimingStats(median_ms=cand_ms, iqr_ms=0.01 * cand_ms, samples=10)
+    r.original = TimingStats(median_ms=orig_ms, iqr_ms=0.01 * orig_ms, samples=10)
+    r.speedup = orig_ms / cand_ms
+    r.tflops = flops / (cand_ms * 1e-3) / 1e12
+    for name, ms in (anchors or {}).items():
+        r.anchors[name] = TimingStats(median_ms=ms, iqr_ms=0.0, samples=10)
+        r.vs_anchor[name] = ms / cand_ms
+    return r
+
+
+def _build(results, **kw):
+    opts = VerifyOptions(**kw)
+    return build_verdict(results, suite_name="t", options=opts, source="k.cu", source_sha256="a" * 64,
+                         build_hash="b" * 64, original_sha256="c" * 64, peak_tflops=790.0, physical_peak_tflops=1070.0)
+
+
+def test_geomean() -> None:
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geomean([]) is None
+    with pytest.raises(ValueError):
+        geomean([1.0, 0.0])
+
+
+def test_all_correct_goal_met_with_groups_and_anchors() -> None:
+    rs = [_res(0, "a", 4.0, 2.0, anchors={"flash": 3.0}), _res(1, "a", 1.0, 1.0, anchors={"flash": 1.5}),
+          _res(2, "b", 9.0, 1.0)]
+    v = _build(rs, anchors=["flash"], goal_speedup=1.5)
+    assert v.status == "correct" and v.num_correct == 3 and not v.failed
+    assert v.geomean_speedup == pytest.approx((2.0 * 1.0 * 9.0) ** (1 / 3))
+    assert v.geomean_by_group == pytest.approx({"a": math.sqrt(2.0), "b": 9.0})
+    assert v.geomean_vs_anchor["flash"] == pytest.approx(1.5)
+    assert v.worst[0] == "a/s1"  # slowest first
+    assert v.goal.met and "all 3 scenarios correct" in v.goal.reason
+
+
+def test_a_failed_scenario_fails_the_goal_and_is_named_first() -> None:
+    rs = [_res(0, "a", 4.0, 1.0), _res(1, "a", 1.0, 1.0, correct=False)]
+    v = _build(rs)
+    assert v.status == "incorrect" and v.failed == ["a/s1"] and v.worst[0] == "a/s1"
+    assert not v.goal.met and "a/s1" in v.goal.reason
+    assert v.geomean_speedup == pytest.approx(4.0)  # over correct scenarios only
+
+
+def test_goal_against_an_anchor_needs_the_anchor() -> None:
+    v = _build([_res(0, "a", 2.0, 1.0)], goal_against="cudnn")
+    assert not v.goal.met and "--anchors cudnn" in v.goal.reason
+    v = _build([_res(0, "a", 2.0, 1.0, anchors={"cudnn": 0.9})], goal_against="cudnn", anchors=["cudnn"])
+    assert not v.goal.met and "0.900x" in v.goal.reason
+
+
+def test_flags_above_measured_peak_and_noise() -> None:
+    fast = _res(0, "a", 10.0, 1.0, flops=0.85e12)  # 850 TFLOP/s: above the measured 790, below physical
+    noisy = _res(1, "a", 1.0, 1.0)
+    noisy.candidate.iqr_ms = 0.3
+    v = _build([fast, noisy])
+    kinds = {(f.kind, f.scenario_id) for f in v.flags}
+    assert ("above_measured_peak", "a/s0") in kinds and ("noisy_timing", "a/s1") in kinds
+
+
+def test_all_not_run_is_an_error() -> None:
+    rs = [_res(0, "a", 1, 1, correct=False, kind="not_run")]
+    assert _build(rs).status == "error"
+
+
+def test_policy_off_drops_policy_checks() -> None:
+    v = _build([_res(0, "a", 1, 1)], policy=False)
+    assert "symbol_policy" not in v.checks and "timed_output" in v.checks
