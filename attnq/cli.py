@@ -51,8 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"attnq {args.command}: {err.message}", file=sys.stderr)
             for diag in err.details.get("diagnostics", [])[:10]:
-                print(f"  {diag.get('file')}:{diag.get('line')}:{diag.get('column')}: {diag.get('message')}",
-                      file=sys.stderr)
+                where = ":".join(str(x) for x in (diag.get("file"), diag.get("line"), diag.get("column")) if x is not None)
+                print(f"  {where}: {diag.get('severity', 'error')}: {diag.get('message')}", file=sys.stderr)
+            q = err.details.get("question")
+            if isinstance(q, dict) and q.get("question"):
+                print(f"question ({q.get('trigger')}): {q['question']}\n  evidence: {q.get('evidence')}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print("attnq: interrupted", file=sys.stderr)

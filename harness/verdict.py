@@ -22,6 +22,7 @@ CHECKS = (
     "launch_status",        # attn_fwd returned nonzero (unsupported) or the launch failed
     "poisoned_output",      # o and lse poisoned with a NaN payload before every call: all must be written
     "input_integrity",      # q, k, v bit-identical after the call
+    "guard_bands",          # poisoned regions around q, k, v, o and lse untouched after every call
     "determinism",          # two calls on the same inputs give bit-identical o and lse (else: a race)
     "finite_output",        # no NaN/Inf in o; lse finite except +inf exactly on rows that see no key
     "reference_tolerance",  # FlashAttention's rule: err <= 2 * original's err + floor; relative bound per dtype
@@ -37,6 +38,7 @@ FailureKind = Literal[
     "nan_inf",            # NaN or Inf where a finite value was due
     "unwritten_output",   # poison left in o or lse: some elements were never written
     "inputs_modified",    # q, k or v changed by the call
+    "out_of_bounds_write", # a guard region around an input or output was written
     "nondeterministic",   # two runs on the same inputs differ: a race
     "timed_output_wrong", # outputs of the timed calls did not match the checked outputs
     "unsupported",        # attn_fwd returned nonzero

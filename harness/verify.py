@@ -56,8 +56,8 @@ class VerifyOptions(BaseModel):
     goal_against: Literal["original", "cudnn", "flash"] = Field(default="original")
     scenario_ids: list[str] | None = Field(default=None, description="run only these ids of the suite")
     min_samples: int = Field(default=10, ge=3, description="timed samples per scenario, at least")
-    max_samples: int = Field(default=40, ge=3, description="timed samples per scenario, at most")
-    budget_ms: float = Field(default=300.0, gt=0, description="GPU time per scenario after which sampling stops")
+    max_samples: int = Field(default=30, ge=3, description="timed samples per scenario, at most")
+    budget_ms: float = Field(default=150.0, gt=0, description="GPU time per scenario after which sampling stops")
 
 
 class VerifyProgress(BaseModel):

@@ -201,6 +201,9 @@ class Runner:
                 del o2, l2
             if not (bits_equal(bufs.q, q0) and bits_equal(bufs.k, k0) and bits_equal(bufs.v, v0)):
                 raise _Fail("inputs_modified", "input_integrity", "q, k or v changed during the call")
+            broken = bufs.guards_intact()
+            if broken:
+                raise _Fail("out_of_bounds_write", "guard_bands", f"out-of-bounds write: {broken}")
             unwritten = count_poison(o_c) + count_poison(lse_c)
             if unwritten:
                 raise _Fail("unwritten_output", "poisoned_output",
@@ -272,6 +275,9 @@ class Runner:
                     t_a[name].append(self._timed(fn)[0])
             if count_poison(bufs.o_c) + count_poison(bufs.lse_c):
                 raise _Fail("timed_output_wrong", "timed_output", f"timed call {n} left o/lse elements unwritten")
+            broken = bufs.guards_intact()
+            if broken:
+                raise _Fail("out_of_bounds_write", "guard_bands", f"timed call {n}: out-of-bounds write: {broken}")
             d_o = (bufs.o_c.float() - o_o.float()).abs().nan_to_num(float("inf")).max().item()
             fin = torch.isfinite(lse_o)
             if not torch.equal(fin, torch.isfinite(bufs.lse_c)):
@@ -297,18 +303,44 @@ class Runner:
         return _stats(t_c), _stats(t_o), anchor_stats, escaped
 
 
+#: Bytes of poisoned guard before and after every input and candidate output (multiple of 256: views stay aligned).
+GUARD_BYTES = 64 << 10
+
+
 class _Buffers:
-    """Inputs and candidate outputs of one scenario, with scrubbing on exit."""
+    """Inputs and candidate outputs of one scenario (inside guard bands), with scrubbing on exit."""
 
     def __init__(self, torch: Any, sc: Scenario, dtype: Any) -> None:
         self.torch, self.sc, self.dtype = torch, sc, dtype
         b, sq, sk, hq, hk, d = sc.batch, sc.seqlen_q, sc.seqlen_k, sc.num_heads_q, sc.num_heads_kv, sc.head_dim
-        self.q = torch.empty((b, sq, hq, d), dtype=dtype, device="cuda")
-        self.k = torch.empty((b, sk, hk, d), dtype=dtype, device="cuda")
-        self.v = torch.empty((b, sk, hk, d), dtype=dtype, device="cuda")
-        self.o_c = torch.empty((b, sq, hq, d), dtype=dtype, device="cuda")
-        self.lse_c = torch.empty((b, hq, sq), dtype=torch.float32, device="cuda")
+        self._guards: list[tuple[str, Any]] = []
+        self.q = self._guarded("q", (b, sq, hq, d), dtype)
+        self.k = self._guarded("k", (b, sk, hk, d), dtype)
+        self.v = self._guarded("v", (b, sk, hk, d), dtype)
+        self.o_c = self._guarded("o", (b, sq, hq, d), dtype)
+        self.lse_c = self._guarded("lse", (b, hq, sq), torch.float32)
         self._ws: dict[int, Any] = {}
+
+    def _guarded(self, name: str, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A tensor of ``shape`` inside a larger allocation whose GUARD_BYTES before and after hold poison
+        (checked by :meth:`guards_intact`): a write just past an input or output is caught."""
+        from harness.checks import poison_
+
+        g = GUARD_BYTES // (2 if dtype != self.torch.float32 else 4)
+        n = math.prod(shape)
+        full = self.torch.empty(n + 2 * g, dtype=dtype, device="cuda")
+        poison_(full[:g]), poison_(full[g + n:])
+        self._guards += [(f"before {name}", full[:g]), (f"after {name}", full[g + n:])]
+        return full[g:g + n].view(shape)
+
+    def guards_intact(self) -> str | None:
+        """None when every guard still holds only poison, else where the first written guard is."""
+        from harness.checks import count_poison
+
+        for where, t in self._guards:
+            if count_poison(t) != t.numel():
+                return f"{t.numel() - count_poison(t)} elements written {where}"
+        return None
 
     def workspace(self, lib: Any, nbytes: int) -> Any:
         key = id(lib)

@@ -27,7 +27,7 @@ for step in $steps; do
       python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/gpu} -p no:cacheprovider 2>&1 | tee "$OUT/logs/gpu_tests.log" | tail -25
       note "gpu tests: $(tail -1 "$OUT/logs/gpu_tests.log")" ;;
     original)
-      attnq verify kernels/attn_original.cu --suite full --json > "$OUT/logs/original_full.json" 2> "$OUT/logs/original_full.err"
+      attnq verify kernels/attn_original.cu --suite full --no-record --json > "$OUT/logs/original_full.json" 2> "$OUT/logs/original_full.err"
       note "original full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/original_full.json")" ;;
     aa)
       mkdir -p /tmp/aa && cp kernels/attn_original.cu /tmp/aa/attn_original_copy.cu
@@ -36,14 +36,15 @@ for step in $steps; do
         note "A/A run $i: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/aa_$i.json")"
       done ;;
     quick)
-      attnq verify kernels/attn_original.cu --suite quick --json > "$OUT/logs/quick.json" 2> "$OUT/logs/quick.err"
+      attnq verify kernels/attn_original.cu --suite quick --no-record --json > "$OUT/logs/quick.json" 2> "$OUT/logs/quick.err"
       note "quick: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/quick.json")" ;;
     wrong)
-      for f in tests/adversarial/no_causal_mask.cu tests/adversarial/drop_last_tile.cu tests/adversarial/fault_segv_host.cu tests/adversarial/fault_hang.cu; do
+      # deliberately wrong kernels on the full suite; fault kernels on quick with a short hang limit
+      for spec in causal_missing:full partial_tile_dropped:full infinite_loop:quick illegal_address:quick abort_on_head_dim:full; do
+        b=${spec%%:*}; suite=${spec##*:}; f=tests/adversarial/$b.cu
         [ -f "$f" ] || { note "missing $f"; continue; }
-        b=$(basename "$f" .cu)
-        attnq verify "$f" --suite full --no-record --json > "$OUT/logs/wrong_$b.json" 2> "$OUT/logs/wrong_$b.err"
-        note "$b: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/wrong_$b.json")"
+        attnq verify "$f" --suite "$suite" --scenario-timeout 15 --no-record --json > "$OUT/logs/wrong_$b.json" 2> "$OUT/logs/wrong_$b.err"
+        note "$b ($suite): exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/wrong_$b.json")"
       done
       attnq verify kernels/attn_original.cu --suite quick --no-record --json > "$OUT/logs/after_faults.json" 2>&1
       note "original after faults: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/after_faults.json")" ;;
@@ -55,11 +56,12 @@ for step in $steps; do
       attnq verify kernels/attn_fast.cu --suite full --anchors flash,cudnn --json > "$OUT/logs/fast_full.json" 2> "$OUT/logs/fast_full.err"
       note "fast full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fast_full.json")" ;;
     mcp)
-      python3 examples/clients/campaign.py > "$OUT/logs/mcp_campaign.log" 2>&1
+      mkdir -p /tmp/mcpws && python3 examples/clients/campaign.py --server "python3 -m attnq serve" --workspace /tmp/mcpws --suite quick > "$OUT/logs/mcp_campaign.log" 2>&1
       note "mcp campaign: exit $? (transcript in logs/mcp_campaign.log)" ;;
     *) note "unknown step $step" ;;
   esac
   note "   [$step took $(( $(date +%s) - t0 )) s]"
 done
+[ -f .attnq/campaign.sqlite ] && cp .attnq/campaign.sqlite "$OUT/campaign.sqlite"
 tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
 cat "$S"

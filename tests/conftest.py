@@ -15,7 +15,7 @@ def gpu_skip_reason() -> str | None:
     except ImportError:  # pragma: no cover
         return "torch is not installed"
     if not torch.cuda.is_available():
-        return "no NVIDIA GPU visible to torch (GPU tests run on an H200 via scripts/gpu_tests.sh)"
+        return "no NVIDIA GPU visible to torch (GPU tests run on an H200 via scripts/gpu_run.sh)"
     major, minor = torch.cuda.get_device_capability()
     if major < 9:
         return f"GPU has compute capability {major}.{minor}; attnq builds sm_90a by default"

@@ -94,10 +94,21 @@ def run(args: argparse.Namespace) -> int:
         policy=not args.no_policy,
         scenario_timeout_s=args.scenario_timeout,
     )
-    verdict = verify_kernel(args.file, opts, settings=settings, progress=_progress_printer(not args.json))
-    question = None
-    if not args.no_record:
-        question = _record(args.file, verdict, settings)
+    from harness.compile import compile_kernel
+    from harness.errors import AttnqError, InputError, NoGpuError
+
+    compiled = None
+    try:
+        compiled = compile_kernel(args.file, arch=opts.arch, cache_dir=settings.state_dir / "build", policy=opts.policy)
+        verdict = verify_kernel(args.file, opts, settings=settings, progress=_progress_printer(not args.json))
+    except AttnqError as err:
+        # failed compiles and missing GPUs are attempts too (they feed the stall trigger); bad input is not
+        if not args.no_record and not isinstance(err, InputError):
+            question = _record(args.file, None, settings, compiled, err.to_dict())
+            if question and not isinstance(err, NoGpuError):
+                err.details["question"] = question
+        raise
+    question = None if args.no_record else _record(args.file, verdict, settings, compiled, None)
     if args.json:
         out = verdict.model_dump(mode="json")
         if question is not None:
@@ -112,10 +123,9 @@ def run(args: argparse.Namespace) -> int:
     return {"correct": 0, "incorrect": 1}.get(verdict.status, 2)
 
 
-def _record(path: str, verdict: Verdict, settings: Settings) -> dict | None:
-    """Record the attempt in the campaign store and return the question a trigger raised, if any."""
-    try:
-        from questions.reflect import record_verified_attempt
-    except ImportError:  # the question layer is optional for a bare verify
-        return None
-    return record_verified_attempt(path, verdict, settings)
+def _record(path: str, verdict: Verdict | None, settings: Settings, compiled: object, error: dict | None) -> dict | None:
+    """Record the attempt (verdict or error, with compile facts) in the campaign store; return the
+    question a trigger raised, if any."""
+    from questions.reflect import record_verified_attempt
+
+    return record_verified_attempt(path, verdict, settings, compile_result=compiled, error=error)

@@ -1,0 +1,502 @@
+"""``compile_kernel``: one candidate .cu file -> a loadable shared library, its facts, a cache.
+
+nvcc builds the single file with the flags of :func:`nvcc_flags` (``-cudart shared`` so the
+library imports the runtime instead of linking the static one, whose own dlopen/socket/file calls
+would trip the symbol policy). The result carries per-kernel facts from ``ptxas -v`` (registers,
+static shared memory, stack frame, spills) and, where ``cuobjdump`` exists, the SASS instruction
+mix. Builds are cached by content in ``<cache_dir>/<key>/`` (``kernel.so`` + ``facts.json``),
+written through a temp dir and one ``rename`` so a concurrent reader never sees half an entry.
+
+The source/symbol policy lives in :mod:`harness.policy`; docs/compile.md is the user's view.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import secrets
+import signal
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from harness import ABI_HEADER, KERNELS_DIR
+from harness.abi import ABI_VERSION
+from harness.errors import AbiError, CompileError, InputError, ToolchainError
+from harness.logging import get_logger
+from harness.policy import (
+    PolicyViolation,
+    check_library,
+    forbidden_header_reason,
+    library_imports,
+    list_includes,
+    parse_nm_defined,
+    policy_fingerprint,
+    raise_violations,
+    run_tool,
+    scan_preprocessed,
+    scan_source_includes,
+)
+from harness.sass import SassMix, demangle, parse_ptxas, sass_mixes
+
+__all__ = ["CompileResult", "Diagnostic", "KernelFacts", "SassMix", "compile_kernel", "nvcc_flags",
+           "parse_diagnostics", "find_nvcc"]
+
+log = get_logger(__name__)
+
+#: Largest accepted source file (bytes).
+MAX_SOURCE_BYTES = 1024 * 1024
+#: Wall-clock limit for one nvcc run (seconds).
+NVCC_TIMEOUT_S = 300.0
+#: Bumped when the cache entry layout or the facts change meaning.
+CACHE_FORMAT = 1
+LIBRARY_NAME = "kernel.so"
+FACTS_NAME = "facts.json"
+
+
+class Diagnostic(BaseModel):
+    """One compiler message. ``line``/``column`` 1-based (None when the tool gives none)."""
+
+    file: str
+    line: int | None = None
+    column: int | None = None
+    severity: Literal["error", "warning"]
+    message: str
+
+
+class KernelFacts(BaseModel):
+    """Per-kernel facts from ``ptxas -v`` (bytes; registers per thread) and the SASS mix.
+
+    ``sass`` is None where ``cuobjdump`` is not available (this is not an error).
+    """
+
+    name: str
+    registers: int
+    shared_mem_bytes: int
+    stack_frame_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+    sass: SassMix | None = None
+    mangled_name: str = ""
+    barriers: int | None = None
+    constant_mem_bytes: int = 0
+
+
+class CompileResult(BaseModel):
+    """A built candidate. ``library``: absolute path of the cached .so; ``build_hash``: sha256 of it.
+
+    ``compile_time_s``: this call's wall time (a cache hit is milliseconds); ``build_time_s``: how
+    long nvcc + checks took when the entry was built.
+    """
+
+    source: str
+    source_sha256: str
+    library: str
+    build_hash: str
+    arch: str
+    nvcc_version: str
+    flags: list[str]
+    cache_hit: bool
+    compile_time_s: float
+    kernels: list[KernelFacts]
+    warnings: list[Diagnostic]
+    imported_symbols: list[str]
+    build_time_s: float = 0.0
+    policy: bool = True
+    cache_key: str = ""
+    nvcc: str = ""
+    sass_available: bool = False
+    local_headers: list[str] = Field(default_factory=list, description="candidate-owned headers hashed into the key")
+
+
+# --------------------------------------------------------------------------------------------------
+# Toolchain
+# --------------------------------------------------------------------------------------------------
+
+
+def find_nvcc() -> str:
+    """nvcc from ``$CUDA_HOME/bin`` (or ``$CUDA_PATH/bin``) when set, else PATH, else /usr/local/cuda/bin.
+
+    Raises ToolchainError when none exists (or when CUDA_HOME is set but holds no bin/nvcc: an
+    explicit toolkit that is broken is not silently replaced by another one).
+    """
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if home := os.environ.get(var):
+            if (p := Path(home) / "bin" / "nvcc").is_file():
+                return str(p)
+            raise ToolchainError(f"nvcc not found: {var}={home} has no bin/nvcc (fix or unset {var})")
+    if found := shutil.which("nvcc"):
+        return found
+    if (p := Path("/usr/local/cuda/bin/nvcc")).is_file():
+        return str(p)
+    raise ToolchainError("nvcc not found: install the CUDA toolkit (13.0) or set CUDA_HOME")
+
+
+_VERSION_MEMO: dict[str, str] = {}
+
+
+def nvcc_version(nvcc: str, cache_dir: Path | None = None) -> str:
+    """``nvcc --version``'s ``release ..., V...`` line, cached by path + mtime + size (memory and disk)."""
+    st, real = Path(nvcc).stat(), str(Path(nvcc).resolve())
+    try:
+        rst = Path(real).stat()
+    except OSError:  # pragma: no cover
+        rst = st
+    stamp = f"{nvcc}|{real}|{st.st_mtime_ns}|{st.st_size}|{rst.st_mtime_ns}|{rst.st_size}"
+    if stamp in _VERSION_MEMO:
+        return _VERSION_MEMO[stamp]
+    disk = (cache_dir / "nvcc_versions.json") if cache_dir else None
+    known: dict[str, str] = {}
+    if disk and disk.is_file():
+        try:
+            known = json.loads(disk.read_text())
+        except (OSError, ValueError):
+            known = {}
+    if stamp not in known:
+        try:
+            proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ToolchainError(f"`{nvcc} --version` failed: {exc}") from None
+        lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
+        rel = [ln for ln in lines if "release" in ln]
+        if proc.returncode != 0 or not rel:
+            raise ToolchainError(f"`{nvcc} --version` gave no version: {(proc.stdout + proc.stderr)[-300:]}")
+        known[stamp] = rel[0] + ("; " + lines[-1] if lines[-1] != rel[0] else "")
+        if disk:
+            _atomic_write(disk, json.dumps(known, indent=1))
+    _VERSION_MEMO[stamp] = known[stamp]
+    return known[stamp]
+
+
+def nvcc_flags(arch: str = "sm_90a") -> list[str]:
+    """The exact nvcc options (without source and output) for ``arch`` (``sm_90a``, ``sm_100a``...).
+
+    Uses ``-gencode=arch=compute_XX,code=sm_XX`` (``-arch=sm_90a`` is unreliable with nvcc 13.0).
+    ``-DCCCL_DISABLE_NVTX`` keeps CUB's NVTX ranges (getenv + dlopen of an injection library) out
+    of the host code, so CUB passes the symbol policy.
+    Raises InputError for an arch that is not ``sm_<digits>[a|f]``.
+    """
+    m = re.fullmatch(r"sm_(\d{2,3})([af]?)", arch)
+    if not m:
+        raise InputError(f"arch must look like sm_90a or sm_100a, got {arch!r}")
+    num = m.group(1) + m.group(2)
+    return [
+        "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "-lineinfo",
+        f"-gencode=arch=compute_{num},code=sm_{num}", "--expt-relaxed-constexpr", "-DCCCL_DISABLE_NVTX",
+        "-I", str(KERNELS_DIR), f"-DATTN_HARNESS_ABI_VERSION={ABI_VERSION}", "-Xptxas", "-v",
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Diagnostics
+# --------------------------------------------------------------------------------------------------
+
+_CUDAFE_RE = re.compile(r"^(?P<file>\S[^(]*?)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning)"
+                        r"(?: #[\w-]+)?: (?P<msg>.*)$")
+_GCC_RE = re.compile(r"^(?P<file>[^:\s][^:]*?):(?P<line>\d+):(?:(?P<col>\d+):)? "
+                     r"(?P<sev>fatal error|error|warning): (?P<msg>.*)$")
+_TOOL_RE = re.compile(r"^(?P<file>ptxas|nvlink|nvcc|fatbinary|collect2)(?::)?\s*(?P<sev>fatal|error|warning)\s*: ?"
+                      r"(?P<msg>.*)$")
+
+
+def parse_diagnostics(text: str) -> list[Diagnostic]:
+    """Errors (in order) then warnings from nvcc/cudafe ``file(line): error: msg``, gcc
+    ``file:line:col: error: msg`` and ``ptxas error : msg`` lines; duplicates dropped."""
+    errors: list[Diagnostic] = []
+    warnings: list[Diagnostic] = []
+    seen: set[tuple] = set()
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        d = None
+        if m := _CUDAFE_RE.match(line):
+            d = Diagnostic(file=m["file"], line=int(m["line"]), severity="warning" if m["sev"] == "warning" else "error",
+                           message=m["msg"].strip())
+        elif m := _GCC_RE.match(line):
+            d = Diagnostic(file=m["file"], line=int(m["line"]), column=int(m["col"]) if m["col"] else None,
+                           severity="warning" if m["sev"] == "warning" else "error", message=m["msg"].strip())
+        elif m := _TOOL_RE.match(line):
+            d = Diagnostic(file=m["file"], severity="warning" if m["sev"] == "warning" else "error",
+                           message=m["msg"].strip())
+        if d is None:
+            continue
+        key = (d.file, d.line, d.column, d.severity, d.message)
+        if key not in seen:
+            seen.add(key)
+            (errors if d.severity == "error" else warnings).append(d)
+    return errors + warnings
+
+
+_ABI_ERROR_MARK = "ABI version does not match"
+_MISSING_RE = re.compile(r'cannot open source file "([^"]+)"|fatal error: ([^:]+): No such file')
+
+
+def _raise_for_failure(diags: list[Diagnostic], output: str, policy: bool, what: str) -> None:
+    """Turn a failed nvcc run into AbiError / PolicyError / CompileError (always raises)."""
+    for d in diags:
+        if _ABI_ERROR_MARK in d.message:
+            theirs = None
+            try:
+                hm = re.search(r"#define\s+ATTN_ABI_VERSION\s+(\d+)", Path(d.file).read_text(errors="replace"))
+                theirs = int(hm.group(1)) if hm else None
+            except OSError:
+                pass
+            got = f"ABI version {theirs}" if theirs is not None else "another ABI version"
+            raise AbiError(
+                f"{d.file} declares {got}, but this harness speaks ABI version {ABI_VERSION}: "
+                f"update your copy of attn_abi.h or include the harness's {ABI_HEADER}",
+                details={"candidate_abi_version": theirs, "harness_abi_version": ABI_VERSION,
+                         "header": d.file, "diagnostics": [x.model_dump() for x in diags]})
+    if policy:
+        for d in diags:
+            m = _MISSING_RE.search(d.message) or _MISSING_RE.search(f"fatal error: {d.message}")
+            name = (m.group(1) or m.group(2)) if m else None
+            if name and (reason := forbidden_header_reason(name)):
+                raise_violations([PolicyViolation(kind="header", name=name, reason=reason, file=d.file, line=d.line)])
+    errs = [d for d in diags if d.severity == "error"]
+    if not errs:
+        tail = [ln for ln in output.splitlines() if ln.strip()][-5:]
+        errs = [Diagnostic(file="nvcc", severity="error", message=" | ".join(tail) or "nvcc failed without output")]
+        diags = errs + diags
+    first = errs[0]
+    where = f"{first.file}:{first.line}: " if first.line else f"{first.file}: "
+    raise CompileError(f"{what} failed ({len(errs)} error{'s' if len(errs) > 1 else ''}); first: {where}{first.message}",
+                       details={"diagnostics": [d.model_dump() for d in diags], "log_tail": output[-4000:]})
+
+
+# --------------------------------------------------------------------------------------------------
+# Inputs, cache
+# --------------------------------------------------------------------------------------------------
+
+
+def _read_source(path: str | Path) -> tuple[Path, bytes]:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise InputError(f"{path}: no such file")
+    if not p.is_file():
+        raise InputError(f"{path}: not a regular file")
+    if p.suffix != ".cu":
+        raise InputError(f"{path}: a candidate must be one .cu file (got {p.suffix or 'no suffix'})")
+    size = p.stat().st_size
+    if size > MAX_SOURCE_BYTES:
+        raise InputError(f"{path}: {size} bytes is larger than the {MAX_SOURCE_BYTES} byte (1 MiB) limit")
+    data = p.read_bytes()
+    if not data.strip():
+        raise InputError(f"{path}: the file is empty")
+    return p.resolve(), data
+
+
+def _local_headers(source: Path, text: str) -> list[Path]:
+    """Headers the candidate owns, found by following ``#include`` from the source: quoted includes
+    resolved next to the including file, both kinds in kernels/ (the ``-I`` dir). Used for the key."""
+    found: list[Path] = []
+    todo = [(source, text)]
+    while todo:
+        cur, body = todo.pop()
+        for _, delim, name in list_includes(body):
+            dirs = ([cur.parent] if delim == '"' else []) + [KERNELS_DIR]
+            for d in dirs:
+                cand = (d / name).resolve()
+                if cand.is_file() and cand not in found and cand != source:
+                    found.append(cand)
+                    if len(found) < 64:
+                        todo.append((cand, cand.read_text(errors="replace")))
+                    break
+    return sorted(found)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _cache_key(data: bytes, headers: list[Path], flags: list[str], version: str, arch: str, policy: bool) -> str:
+    h = hashlib.sha256()
+    for part in (f"attnq-build-v{CACHE_FORMAT}".encode(), data, ABI_HEADER.read_bytes(),
+                 json.dumps(flags).encode(), version.encode(), arch.encode(),
+                 b"policy:" + policy_fingerprint().encode() if policy else b"nopolicy"):
+        h.update(hashlib.sha256(part).digest())
+    for p in headers:
+        h.update(hashlib.sha256(str(p).encode() + b"\0" + p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def _from_cache(entry: Path, source: Path, started: float) -> CompileResult | None:
+    facts, lib = entry / FACTS_NAME, entry / LIBRARY_NAME
+    if not (facts.is_file() and lib.is_file()):
+        return None
+    try:
+        res = CompileResult.model_validate_json(facts.read_text())
+    except (OSError, ValueError):
+        return None
+    return res.model_copy(update={"source": str(source), "library": str(lib), "cache_hit": True,
+                                  "compile_time_s": round(time.perf_counter() - started, 4)})
+
+
+@functools.lru_cache(maxsize=8)
+def _system_prefixes(nvcc: str) -> tuple[str, ...]:
+    toolkit = os.path.normpath(str(Path(nvcc).resolve().parent.parent))
+    return ("/usr/include", "/usr/lib", "/usr/local/include", "/usr/local/cuda", "/opt/nvidia", toolkit)
+
+
+def _owned_predicate(nvcc: str) -> Callable[[str], bool]:
+    """True for a file the candidate wrote: not a toolkit or system header (policy.scan_preprocessed)."""
+    prefixes = _system_prefixes(nvcc)
+
+    def is_owned(path: str) -> bool:
+        if path.startswith("<"):
+            return False
+        p = os.path.normpath(path)
+        return not any(p == s or p.startswith(s.rstrip("/") + "/") for s in prefixes)
+
+    return is_owned
+
+
+def _run_nvcc(argv: list[str], timeout_s: float, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run nvcc in its own process group; on timeout kill the group (cicc/ptxas too) -> CompileError."""
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                                start_new_session=True)
+    except OSError as exc:
+        raise ToolchainError(f"cannot run nvcc ({argv[0]}): {exc}") from None
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:  # pragma: no cover - already gone
+            pass
+        proc.communicate()
+        raise CompileError(f"nvcc timed out after {timeout_s:g} s; simplify the file (heavy template "
+                           "instantiation or unrolling?)", details={"diagnostics": [], "timeout_s": timeout_s}) from None
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+# --------------------------------------------------------------------------------------------------
+# The call
+# --------------------------------------------------------------------------------------------------
+
+
+def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | None = None,
+                   policy: bool = True, timeout_s: float = NVCC_TIMEOUT_S) -> CompileResult:
+    """Build one candidate .cu into a shared library (cached), check its ABI and the policy.
+
+    Args:
+        path: the candidate's .cu file (<= 1 MiB, not empty).
+        arch: target, ``sm_90a`` (default) or e.g. ``sm_100a``.
+        cache_dir: directory holding ``<key>/`` entries; default ``Settings().state_dir / "build"``.
+        policy: apply the source/symbol policy (harness.policy); the ABI check always runs.
+        timeout_s: nvcc wall-clock limit.
+    Returns:
+        CompileResult; ``cache_hit`` True when an identical build (same source bytes, owned headers,
+        ABI header, flags, nvcc version, arch, policy switch) was already cached.
+    Raises:
+        InputError: missing / not .cu / empty / > 1 MiB file, bad arch.
+        ToolchainError: nvcc (or nm/readelf/objdump) missing.
+        CompileError: nvcc failed or timed out; ``details["diagnostics"]`` (errors first).
+        PolicyError: forbidden header, library, symbol or instruction (named).
+        AbiError: ``attn_fwd``/``attn_abi_version`` not exported with C linkage, or a stale header.
+    """
+    started = time.perf_counter()
+    source, data = _read_source(path)
+    if cache_dir is None:
+        from harness.config import Settings
+
+        cache_dir = Settings().state_dir / "build"
+    cache_dir = Path(cache_dir).resolve()
+    nvcc = find_nvcc()
+    version = nvcc_version(nvcc, cache_dir)
+    flags = nvcc_flags(arch)
+    text = data.decode("utf-8", errors="replace")
+    headers = _local_headers(source, text)
+    key = _cache_key(data, headers, flags, version, arch, policy)
+    entry = cache_dir / key
+    if (hit := _from_cache(entry, source, started)) is not None:
+        log.info("compile_cache_hit", source=str(source), key=key[:16])
+        return hit
+
+    if policy:
+        raise_violations(scan_source_includes(text, str(source)))
+        pre = _run_nvcc([nvcc, "-E", *[f for f in flags if f not in ("-Xptxas", "-v")], str(source)],
+                        timeout_s, source.parent)
+        if pre.returncode != 0:
+            _raise_for_failure(parse_diagnostics(pre.stderr + "\n" + pre.stdout), pre.stderr, policy, "preprocessing")
+        raise_violations(scan_preprocessed(pre.stdout, _owned_predicate(nvcc)))
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cache_dir / f".tmp-{key[:16]}-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        lib = tmp / LIBRARY_NAME
+        proc = _run_nvcc([nvcc, *flags, str(source), "-o", str(lib)], timeout_s, source.parent)
+        output = proc.stderr + "\n" + proc.stdout
+        diags = parse_diagnostics(output)
+        if proc.returncode != 0 or not lib.is_file():
+            _raise_for_failure(diags, output, policy, "nvcc")
+        _check_exports(lib, source)
+        imports = check_library(lib) if policy else library_imports(lib)[0]
+        mixes = sass_mixes(lib, nvcc)
+        entries = parse_ptxas(output)
+        names = demangle([e.mangled_name for e in entries])
+        kernels = [
+            KernelFacts(name=names[e.mangled_name], mangled_name=e.mangled_name, registers=e.registers,
+                        shared_mem_bytes=e.shared_mem_bytes, stack_frame_bytes=e.stack_frame_bytes,
+                        spill_store_bytes=e.spill_store_bytes, spill_load_bytes=e.spill_load_bytes,
+                        barriers=e.barriers, constant_mem_bytes=e.constant_mem_bytes,
+                        sass=mixes.get(e.mangled_name) if mixes is not None else None)
+            for e in entries
+        ]
+        warnings = [d for d in diags if d.severity == "warning"]
+        if any(s.name.startswith("cudaGetDriverEntryPoint") for s in imports):
+            warnings.append(Diagnostic(file=str(source), severity="warning", message=(
+                "uses cudaGetDriverEntryPoint: driver functions reached through it are not checked by the "
+                "symbol policy (allowed for cuTensorMapEncodeTiled; the worker's isolation is the backstop)")))
+        build_time = time.perf_counter() - started
+        result = CompileResult(
+            source=str(source), source_sha256=hashlib.sha256(data).hexdigest(), library=str(entry / LIBRARY_NAME),
+            build_hash=hashlib.sha256(lib.read_bytes()).hexdigest(), arch=arch, nvcc_version=version,
+            flags=flags, cache_hit=False, compile_time_s=round(build_time, 4), kernels=kernels,
+            warnings=warnings, imported_symbols=sorted({s.name for s in imports}),
+            build_time_s=round(build_time, 4), policy=policy, cache_key=key, nvcc=nvcc,
+            sass_available=mixes is not None, local_headers=[str(h) for h in headers])
+        (tmp / FACTS_NAME).write_text(result.model_dump_json(indent=1))
+        try:
+            os.rename(tmp, entry)
+        except OSError:
+            # Another process finished the same build first (nvcc output is not byte-reproducible, so
+            # return ITS entry: library and build_hash must describe the same file).
+            if (winner := _from_cache(entry, source, started)) is not None:
+                return winner
+            shutil.rmtree(entry, ignore_errors=True)  # a broken leftover: replace it
+            os.rename(tmp, entry)
+        log.info("compiled", source=str(source), key=key[:16], build_time_s=round(build_time, 3))
+        return result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _check_exports(lib: Path, source: Path) -> None:
+    """AbiError unless ``attn_fwd`` and ``attn_abi_version`` are defined dynamic C symbols."""
+    defined = parse_nm_defined(run_tool(["nm", "-D", "--defined-only", str(lib)]))
+    problems = []
+    if "attn_fwd" not in defined:
+        mangled = [n for n in defined if re.match(r"_Z\d+attn_fwd", n)]
+        hint = (f" (found the C++ symbol {mangled[0]}: declare it extern \"C\" with exactly "
+                "`int attn_fwd(const attn_fwd_params*, cudaStream_t)`)" if mangled
+                else ": define `extern \"C\" int attn_fwd(const attn_fwd_params*, cudaStream_t)`")
+        problems.append("exports no `attn_fwd` with C linkage" + hint)
+    if "attn_abi_version" not in defined:
+        problems.append("exports no `attn_abi_version`: include attn_abi.h (it defines it)")
+    if problems:
+        raise AbiError(f"{source.name} " + "; and ".join(problems),
+                       details={"exported": sorted(defined), "missing": [n for n in ("attn_fwd", "attn_abi_version")
+                                                                          if n not in defined]})

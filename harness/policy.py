@@ -1,0 +1,431 @@
+"""Source and symbol policy for candidate kernels (what ``compile_kernel`` refuses, and why).
+
+The rule (from the research behind attnq): a candidate is one hand-written .cu file. It may use the
+CUDA runtime to *launch* its own kernels on the stream it is given, CUB, and the C/C++ basics; it may
+not reach for a finished attention/GEMM library (CUTLASS, CuTe, cuBLAS(Lt), cuDNN, Thrust), and its
+host code may not load code, start threads or processes, touch files or sockets, allocate or copy
+device memory, or synchronize the device. Three checks enforce it:
+
+1. **Headers** (:func:`scan_source_includes`, :func:`scan_preprocessed`): ``#include`` of a
+   forbidden header is refused with the header and the line. The preprocessed output (nvcc ``-E``
+   line markers) catches an indirect include through a header the candidate owns; headers the
+   toolkit or the system include for themselves (CUB pulls in ``thrust/`` and ``pthread.h``) are not
+   the candidate's doing and are not refused.
+2. **Symbols** (:func:`check_imports`): every undefined dynamic symbol of the built library
+   (``nm -D --undefined-only``) must match :data:`ALLOWED_SYMBOLS` (an allow-list: unknown symbols
+   are refused). Versioned names (``memcpy@GLIBC_2.14``) match by base name. Every DT_NEEDED
+   library must match :data:`ALLOWED_LIBRARIES`.
+3. **Instructions** (:func:`scan_host_code`): raw ``syscall``/``sysenter``/``int $0x80`` in the
+   host code (inline asm) would bypass the symbol check and is refused.
+
+The lists below are the reviewable data; docs/compile.md explains each decision.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from harness.errors import PolicyError, ToolchainError
+
+# --------------------------------------------------------------------------------------------------
+# The data
+# --------------------------------------------------------------------------------------------------
+
+#: Libraries whose headers are refused: a path component with this name (``cutlass/``, ``cute/``,
+#: ``thrust/``) or a file name starting with it (``cublas_v2.h``, ``cublasLt.h``, ``cudnn.h``).
+FORBIDDEN_LIBRARY_DIRS: dict[str, str] = {
+    "cutlass": "CUTLASS is a finished GEMM/attention library",
+    "cute": "CuTe is part of CUTLASS",
+    "thrust": "Thrust is a high-level library (allocates and synchronizes)",
+}
+FORBIDDEN_LIBRARY_PREFIXES: dict[str, str] = {
+    "cutlass": "CUTLASS is a finished GEMM/attention library",
+    "cublas": "cuBLAS/cuBLASLt is a finished GEMM library",
+    "cudnn": "cuDNN is a finished attention library",
+}
+#: Host headers that only serve calls the symbol policy refuses (loading code, threads, processes,
+#: files, sockets, signals).
+FORBIDDEN_HOST_HEADERS: dict[str, str] = {
+    "dlfcn.h": "loads code at run time (dlopen/dlsym)",
+    "pthread.h": "starts threads",
+    "thread": "starts threads",
+    "future": "starts threads",
+    "mutex": "thread synchronization (pthread)",
+    "shared_mutex": "thread synchronization (pthread)",
+    "condition_variable": "thread synchronization (pthread)",
+    "semaphore": "thread synchronization",
+    "spawn.h": "starts processes",
+    "sys/wait.h": "waits for processes",
+    "unistd.h": "raw file/process calls (read, write, fork, exec)",
+    "fcntl.h": "opens files",
+    "sys/mman.h": "maps memory (mmap)",
+    "sys/ioctl.h": "ioctl on devices",
+    "sys/syscall.h": "raw system calls",
+    "syscall.h": "raw system calls",
+    "sys/socket.h": "network sockets",
+    "sys/un.h": "unix sockets",
+    "netinet/in.h": "network sockets",
+    "arpa/inet.h": "network sockets",
+    "netdb.h": "network name lookup",
+    "signal.h": "signal handlers (could hide faults)",
+    "csignal": "signal handlers (could hide faults)",
+    "fstream": "opens files",
+    "filesystem": "touches the file system",
+    "iostream": "host stream I/O (std::cout and its static initializer)",
+}
+
+#: DT_NEEDED libraries a candidate may link (fnmatch patterns).
+ALLOWED_LIBRARIES: tuple[str, ...] = (
+    "libcudart.so*", "libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "ld-linux*.so*",
+)
+
+_MATH = (
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "pow", "hypot", "fabs",
+    "ceil", "floor", "round", "lround", "llround", "rint", "lrint", "nearbyint", "trunc", "fmod",
+    "remainder", "fmax", "fmin", "fma", "ldexp", "frexp", "modf", "scalbn", "ilogb", "copysign",
+    "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "erf", "erfc",
+    "tgamma", "lgamma", "nextafter",
+)
+
+#: Imported symbols a candidate may use, by purpose (fnmatch patterns on the base name).
+ALLOWED_SYMBOLS: dict[str, tuple[str, ...]] = {
+    "CUDA runtime: kernel registration and launch (emitted by nvcc for <<<>>>)": (
+        "__cudaRegister*", "__cudaUnregisterFatBinary", "__cudaInitModule", "__cudaGetKernel",
+        "__cudaPushCallConfiguration", "__cudaPopCallConfiguration", "__cudaLaunchKernel*",
+        "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+        "cudaGetKernel", "cudaGetFuncBySymbol",
+    ),
+    "CUDA runtime: function/device attributes and occupancy (read-only or per-function)": (
+        "cudaFuncSetAttribute", "cudaFuncGetAttributes", "cudaFuncSetCacheConfig", "cudaFuncGetName",
+        "cudaDeviceGetAttribute", "cudaGetDevice", "cudaGetDeviceProperties*", "cudaGetDeviceCount",
+        "cudaOccupancy*", "cudaDriverGetVersion", "cudaRuntimeGetVersion", "cudaDeviceGetLimit",
+    ),
+    "CUDA runtime: queries of the GIVEN stream (never create one)": (
+        "cudaStreamGetFlags", "cudaStreamIsCapturing", "cudaStreamGetPriority", "cudaStreamGetDevice",
+        "cudaStreamGetId", "cudaStreamGetCaptureInfo*",
+    ),
+    "CUDA runtime: workspace zeroing on the given stream": ("cudaMemsetAsync", "cudaMemset2DAsync"),
+    "CUDA runtime: driver entry points (TMA tensor maps via cuTensorMapEncodeTiled; see the risk note)": (
+        "cudaGetDriverEntryPoint", "cudaGetDriverEntryPointByVersion",
+    ),
+    "CUDA runtime: errors": ("cudaGetLastError", "cudaPeekAtLastError", "cudaGetErrorString", "cudaGetErrorName"),
+    "libc: memory and strings": (
+        "memcpy", "memset", "memmove", "memcmp", "memchr", "strlen", "strcmp", "strncmp", "strchr",
+        "__memcpy_chk", "__memset_chk", "__memmove_chk", "__errno_location",
+    ),
+    "libm: math": tuple(f"{m}{s}" for m in _MATH for s in ("", "f", "l"))
+    + tuple(f"__{m}{s}_finite" for m in _MATH for s in ("", "f")),
+    "C++ runtime: statics, exceptions, new/delete, RTTI": (
+        "__cxa_atexit", "__cxa_finalize", "__cxa_guard_acquire", "__cxa_guard_release", "__cxa_guard_abort",
+        "__cxa_begin_catch", "__cxa_end_catch", "__cxa_rethrow", "__cxa_allocate_exception",
+        "__cxa_free_exception", "__cxa_throw", "__cxa_pure_virtual", "__cxa_deleted_virtual",
+        "__cxa_throw_bad_array_new_length", "__cxa_bad_cast", "__cxa_bad_typeid",
+        "__gxx_personality_v0", "_Unwind_Resume", "_Znwm*", "_Znam*", "_ZdlPv*", "_ZdaPv*",
+        "_ZSt*__throw_*", "_ZTVN10__cxxabiv1*", "_ZTI*", "_ZTS*", "_ZNSt9exceptionD*", "_ZNKSt9exception4whatEv",
+        "_ZNSt9bad_allocD*", "_ZSt9terminatev",
+        "_ZNSt8ios_base4InitC1Ev", "_ZNSt8ios_base4InitD1Ev",  # <iostream>'s static init (CUB pulls it in)
+        "__tls_get_addr", "__dso_handle",
+    ),
+    "toolchain: weak hooks in every shared library": (
+        "_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable", "__gmon_start__",
+    ),
+    "process end: abort/assert/exit (a crash is a FAULT the verifier survives, not a compile error; nvcc itself "
+    "emits an `exit` stub in host code for every non-inline __device__ function)": (
+        "abort", "__assert_fail", "__stack_chk_fail", "exit",
+    ),
+}
+
+#: Refused with a specific reason (checked before the allow-list; anything else unlisted is refused
+#: as "not in the allow-list").
+REFUSED_SYMBOLS: tuple[tuple[str, str], ...] = (
+    ("dl*", "loads code at run time"),
+    ("__libc_dl*", "loads code at run time"),
+    ("exec*", "runs another program"), ("fork", "starts a process"), ("vfork", "starts a process"),
+    ("clone*", "starts a process/thread"), ("system", "runs a shell command"),
+    ("popen", "runs a shell command"), ("posix_spawn*", "starts a process"),
+    ("pthread_*", "threads"), ("_ZNSt6thread*", "std::thread"), ("thrd_*", "threads"),
+    ("_exit", "ends the process"), ("_Exit", "ends the process"), ("quick_exit", "ends the process"),
+    ("open*", "file access"), ("fopen*", "file access"), ("freopen*", "file access"), ("creat*", "file access"),
+    ("read*", "file access"), ("write*", "file access"), ("pread*", "file access"), ("pwrite*", "file access"),
+    ("fread", "file access"), ("fwrite", "file access"), ("mmap*", "maps memory"), ("mprotect", "changes page protection"),
+    ("ioctl", "device control"), ("syscall", "raw system call"), ("unlink*", "file access"),
+    ("socket*", "network"), ("connect", "network"), ("bind", "network"), ("listen", "network"),
+    ("accept*", "network"), ("send*", "network"), ("recv*", "network"), ("getaddrinfo", "network"),
+    ("*printf*", "printing from host code (stdout belongs to the harness)"), ("puts", "printing"),
+    ("fputs", "printing"), ("putchar", "printing"), ("_ZSt4cout", "printing"), ("_ZSt4cerr", "printing"),
+    ("getenv", "reads the environment (behaviour could differ under the harness)"),
+    ("secure_getenv", "reads the environment"),
+    ("signal", "installs a signal handler (could hide faults)"), ("sigaction", "installs a signal handler"),
+    ("cudaMalloc*", "the kernel never allocates device memory (ask for a workspace instead)"),
+    ("cudaFree*", "the kernel never frees device memory"),
+    ("cudaMemcpy*", "the kernel never copies memory through the runtime"),
+    ("cudaMemset", "synchronous memset (use cudaMemsetAsync on the given stream)"),
+    ("cudaHostAlloc", "allocates memory"), ("cudaMallocHost", "allocates memory"),
+    ("cudaDeviceSynchronize", "synchronizes the device"), ("cudaStreamSynchronize", "synchronizes"),
+    ("cudaEventSynchronize", "synchronizes"), ("cudaStreamCreate*", "creates streams (use the given one)"),
+    ("cudaEventCreate*", "creates events"), ("cudaSetDevice*", "switches devices"),
+    ("cudaDeviceReset", "resets the device"), ("cudaDeviceSetLimit", "changes device limits"),
+    ("cudaGraph*", "builds graphs"), ("cudaStreamBeginCapture*", "captures the stream"),
+    ("cu[A-Z]*", "driver API called directly"),
+)
+
+
+
+def policy_fingerprint() -> str:
+    """sha256 of all the lists above: part of the build cache key, so editing the policy re-checks."""
+    import hashlib
+    import json
+
+    data = [FORBIDDEN_LIBRARY_DIRS, FORBIDDEN_LIBRARY_PREFIXES, FORBIDDEN_HOST_HEADERS, ALLOWED_LIBRARIES,
+            ALLOWED_SYMBOLS, REFUSED_SYMBOLS]
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------------------------------
+
+
+class PolicyViolation(BaseModel):
+    """One refused item. ``kind``: header | symbol | library | instruction; ``file``/``line`` for headers."""
+
+    kind: str
+    name: str
+    reason: str
+    file: str | None = None
+    line: int | None = None
+
+    def describe(self) -> str:
+        """One human line naming the item (and where, for a header)."""
+        where = f"{self.file}:{self.line}: " if self.file else ""
+        what = {"header": "#include", "symbol": "imported symbol", "library": "linked library",
+                "instruction": "host instruction"}.get(self.kind, self.kind)
+        return f"{where}{what} `{self.name}` is not allowed: {self.reason}"
+
+
+class ImportedSymbol(BaseModel):
+    """An undefined dynamic symbol: ``name`` (base), ``version`` (after ``@``), ``weak``."""
+
+    name: str
+    version: str | None = None
+    weak: bool = False
+
+
+def raise_violations(violations: list[PolicyViolation]) -> None:
+    """Raise :class:`PolicyError` naming the first violation (all of them in ``details``)."""
+    if not violations:
+        return
+    more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+    raise PolicyError(
+        "source policy: " + violations[0].describe() + more,
+        details={"violations": [v.model_dump() for v in violations]},
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Headers
+# --------------------------------------------------------------------------------------------------
+
+_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.MULTILINE)
+_COMMENT_RE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)
+
+
+def forbidden_header_reason(name: str) -> str | None:
+    """Why the header spelled (or located at) ``name`` is refused, or None when it is allowed.
+
+    ``name`` is an include spelling (``cublas_v2.h``, ``cutlass/gemm/gemm.h``) or a resolved path.
+    """
+    norm = re.sub(r"/+", "/", name.strip().replace("\\", "/"))
+    parts = [p for p in norm.split("/") if p not in ("", ".")]
+    if not parts:
+        return None
+    for d in parts[:-1]:
+        if d in FORBIDDEN_LIBRARY_DIRS:
+            return FORBIDDEN_LIBRARY_DIRS[d]
+    base = parts[-1].lower()
+    for prefix, reason in FORBIDDEN_LIBRARY_PREFIXES.items():
+        if base.startswith(prefix):
+            return reason
+    joined = "/".join(parts)
+    for header, reason in FORBIDDEN_HOST_HEADERS.items():
+        if joined == header or joined.endswith("/" + header):
+            return reason
+    return None
+
+
+def _strip_comments(text: str) -> str:
+    """Blank out comments (keeping newlines, so line numbers stay) but keep string literals."""
+
+    def repl(m: re.Match[str]) -> str:
+        s = m.group(0)
+        return s if s.startswith('"') else re.sub(r"[^\n]", " ", s)
+
+    return _COMMENT_RE.sub(repl, text)
+
+
+def list_includes(text: str) -> list[tuple[int, str, str]]:
+    """``(line, delimiter, spelled name)`` for every ``#include`` outside comments (1-based lines)."""
+    clean = _strip_comments(text)
+    return [(clean.count("\n", 0, m.start()) + 1, m.group(1), m.group(2).strip()) for m in _INCLUDE_RE.finditer(clean)]
+
+
+def scan_source_includes(text: str, file: str) -> list[PolicyViolation]:
+    """Forbidden ``#include`` lines of one source text (raw scan, comments ignored)."""
+    out = []
+    for line, _, name in list_includes(text):
+        reason = forbidden_header_reason(name)
+        if reason:
+            out.append(PolicyViolation(kind="header", name=name, reason=reason, file=file, line=line))
+    return out
+
+
+_MARKER_RE = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"((?: \d)*)\s*$')
+
+
+def scan_preprocessed(text: str, is_owned: Callable[[str], bool]) -> list[PolicyViolation]:
+    """Forbidden headers entered directly from a candidate-owned file, from ``-E`` line markers.
+
+    Args:
+        text: nvcc/gcc ``-E`` output with ``# N "file" flags`` markers.
+        is_owned: True for a file the candidate wrote (its .cu, its own headers); headers of the
+            toolkit and the system are not owned, so what they include for themselves passes.
+    Returns the violations with the includer's file and the ``#include`` line.
+    """
+    stack: list[list] = [["", 1, False]]  # [file, next line, system-flagged]
+    out: list[PolicyViolation] = []
+    seen: set[tuple[str, str]] = set()
+    for raw in text.splitlines():
+        m = _MARKER_RE.match(raw) if raw.startswith("# ") else None
+        if not m:
+            stack[-1][1] += 1
+            continue
+        num, fname, flags = int(m.group(1)), m.group(2), m.group(3).split()
+        if "1" in flags:
+            parent = stack[-1]
+            if parent[0] and not parent[2] and is_owned(parent[0]):
+                reason = forbidden_header_reason(fname)
+                if reason and (parent[0], fname) not in seen:
+                    seen.add((parent[0], fname))
+                    out.append(PolicyViolation(kind="header", name=fname, reason=reason + " (included indirectly)",
+                                               file=parent[0], line=parent[1]))
+            stack.append([fname, num, "3" in flags])
+        elif "2" in flags:
+            while len(stack) > 1 and stack[-1][0] != fname:
+                stack.pop()
+            stack[-1][1] = num
+        else:
+            stack[-1] = [fname, num, "3" in flags]
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Symbols and libraries
+# --------------------------------------------------------------------------------------------------
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        raise ToolchainError(f"`{name}` (binutils) is not on PATH; it is needed for the symbol policy and ABI check")
+    return path
+
+
+def run_tool(args: list[str], timeout_s: float = 60.0) -> str:
+    """Run a binutils command, return stdout. Raises ToolchainError when it is missing or fails."""
+    exe = _tool(args[0])
+    try:
+        proc = subprocess.run([exe, *args[1:]], capture_output=True, text=True, timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ToolchainError(f"`{' '.join(args)}` failed: {exc}") from None
+    if proc.returncode != 0:
+        raise ToolchainError(f"`{' '.join(args)}` failed: {proc.stderr.strip()[:500]}")
+    return proc.stdout
+
+
+def parse_nm_undefined(text: str) -> list[ImportedSymbol]:
+    """Parse ``nm -D --undefined-only`` output (``U name@VERSION`` / ``w name``)."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"^\s*([UwWvV])\s+(\S+)\s*$", line)
+        if m:
+            base, _, version = m.group(2).replace("@@", "@").partition("@")
+            out.append(ImportedSymbol(name=base, version=version or None, weak=m.group(1) in "wWvV"))
+    return out
+
+
+def parse_nm_defined(text: str) -> dict[str, str]:
+    """Parse ``nm -D --defined-only`` output into ``{base name: type letter}``."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*[0-9a-fA-F]*\s+([A-Za-z])\s+(\S+)\s*$", line)
+        if m:
+            out[m.group(2).split("@")[0]] = m.group(1)
+    return out
+
+
+def parse_needed(text: str) -> list[str]:
+    """DT_NEEDED entries from ``readelf -d`` (or ``objdump -p``) output."""
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", text) or re.findall(
+        r"^\s*NEEDED\s+(\S+)", text, re.MULTILINE)
+
+
+def symbol_decision(name: str) -> tuple[bool, str]:
+    """``(allowed, reason)`` for one base symbol name: refused list first, then the allow-list."""
+    for pattern, reason in REFUSED_SYMBOLS:
+        if fnmatch.fnmatchcase(name, pattern):
+            return False, reason
+    for purpose, patterns in ALLOWED_SYMBOLS.items():
+        if any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            return True, purpose
+    return False, "not in the allow-list of imported symbols (see docs/compile.md)"
+
+
+def check_imports(symbols: Iterable[ImportedSymbol], needed: Iterable[str]) -> list[PolicyViolation]:
+    """Violations among imported symbols and DT_NEEDED libraries (allow-list; unknown = refused)."""
+    out = []
+    for lib in needed:
+        if not any(fnmatch.fnmatchcase(lib, p) for p in ALLOWED_LIBRARIES):
+            out.append(PolicyViolation(kind="library", name=lib,
+                                       reason=f"only {', '.join(ALLOWED_LIBRARIES)} may be linked"))
+    for sym in symbols:
+        ok, reason = symbol_decision(sym.name)
+        if not ok:
+            out.append(PolicyViolation(kind="symbol", name=sym.name, reason=reason))
+    return out
+
+
+_SYSCALL_RE = re.compile(r"^\s*[0-9a-f]+:\s.*?\b(syscall|sysenter|int\s+\$0x80)\b", re.MULTILINE)
+
+
+def scan_host_code(objdump_text: str) -> list[PolicyViolation]:
+    """Raw system-call instructions in ``objdump -d`` output of the host code."""
+    found = sorted({re.sub(r"\s+", " ", m.group(1)) for m in _SYSCALL_RE.finditer(objdump_text)})
+    return [PolicyViolation(kind="instruction", name=f, reason="a raw system call bypasses the symbol policy")
+            for f in found]
+
+
+def library_imports(library: Path) -> tuple[list[ImportedSymbol], list[str]]:
+    """``(undefined dynamic symbols, DT_NEEDED)`` of a built library (runs nm and readelf)."""
+    syms = parse_nm_undefined(run_tool(["nm", "-D", "--undefined-only", str(library)]))
+    needed = parse_needed(run_tool(["readelf", "-d", str(library)]))
+    return syms, needed
+
+
+def check_library(library: Path) -> list[ImportedSymbol]:
+    """Apply the symbol, library and instruction policy to a built library.
+
+    Returns the imported symbols. Raises PolicyError naming the first refused item (all in
+    ``details["violations"]``), ToolchainError when nm/readelf/objdump are missing.
+    """
+    syms, needed = library_imports(library)
+    violations = check_imports(syms, needed)
+    violations += scan_host_code(run_tool(["objdump", "-d", "--no-show-raw-insn", str(library)]))
+    raise_violations(violations)
+    return syms

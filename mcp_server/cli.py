@@ -1,0 +1,95 @@
+"""Command-line options of the MCP server, shared by ``attnq serve`` and ``python -m mcp_server``.
+
+Settings come from ``ATTNQ_*`` environment variables (harness.config.Settings); a flag given here
+overrides its variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.config import Settings
+from harness.errors import AttnqError
+from mcp_server.jobs import Limits
+
+#: flag destination -> Settings field
+_SETTINGS_FLAGS = {
+    "workspace": "workspace", "gpu": "gpu", "suite": "suite", "arch": "arch", "goal_speedup": "goal_speedup",
+    "goal_anchor": "goal_anchor", "stall_window": "stall_window", "stall_min_gain": "stall_min_gain",
+    "stall_failures": "stall_failures", "suspicious_jump": "suspicious_jump", "bank": "bank_paths", "seed": "seed",
+}
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add transport, settings and timing flags to ``parser``."""
+    t = parser.add_argument_group("transport")
+    t.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio (needs a token)")
+    t.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    t.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    t.add_argument("--token-file", default=None,
+                   help="file whose first line is the bearer token (default: $ATTNQ_HTTP_TOKEN)")
+    t.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
+    s = parser.add_argument_group("settings (override ATTNQ_* variables)")
+    s.add_argument("--workspace", type=Path, default=None, help="workspace root (default: $ATTNQ_WORKSPACE or cwd)")
+    s.add_argument("--gpu", type=int, default=None, help="CUDA device index for verification")
+    s.add_argument("--suite", default=None, help="default suite: quick, full, production or a suite file")
+    s.add_argument("--arch", default=None, help="nvcc target arch (default sm_90a)")
+    s.add_argument("--goal-speedup", type=float, default=None, help="goal: geomean speedup to reach")
+    s.add_argument("--goal-anchor", choices=["cudnn", "flash"], default=None, help="measure the goal against this")
+    s.add_argument("--stall-window", type=int, default=None, help="stall trigger: attempts without gain")
+    s.add_argument("--stall-min-gain", type=float, default=None, help="stall trigger: relative gain that counts")
+    s.add_argument("--stall-failures", type=int, default=None, help="stall trigger: consecutive failed attempts")
+    s.add_argument("--suspicious-jump", type=float, default=None, help="suspicious_win trigger: jump factor")
+    s.add_argument("--bank", action="append", type=Path, default=None, help="extra question bank file (repeatable)")
+    s.add_argument("--seed", type=int, default=None, help="seed for question selection")
+    j = parser.add_argument_group("long calls")
+    j.add_argument("--max-call-s", type=float, default=45.0,
+                   help="longest a tool call blocks before answering with a job id (default 45)")
+    j.add_argument("--heartbeat-s", type=float, default=5.0,
+                   help="longest gap between progress notifications (default 5, at most 10)")
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Settings from the environment, overridden by the flags that were given."""
+    overrides: dict[str, Any] = {}
+    for dest, field in _SETTINGS_FLAGS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            overrides[field] = value
+    return Settings(**overrides)
+
+
+def serve_from_args(args: argparse.Namespace) -> int:
+    """Run the server as the parsed flags say; returns an exit code (2 on a usable error)."""
+    from mcp_server.transport import configure_server_logging, run_http, run_stdio
+
+    configure_server_logging(getattr(args, "log_level", None))
+    settings = settings_from_args(args)
+    limits = Limits(inline_s=max(1.0, min(args.max_call_s, 55.0)), heartbeat_s=max(0.5, min(args.heartbeat_s, 10.0)))
+    if args.http:
+        from mcp_server.auth import load_token
+
+        token = load_token(args.token_file)
+        run_http(settings, token, host=args.host, port=args.port, allow_remote=args.allow_remote, limits=limits)
+    else:
+        run_stdio(settings, limits=limits)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m mcp_server``: the same flags as ``attnq serve``."""
+    parser = argparse.ArgumentParser(prog="python -m mcp_server", description="attnq MCP server (stdio by default)")
+    parser.add_argument("--log-level", default=None, help="log level (default: warning)")
+    add_serve_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return serve_from_args(args)
+    except AttnqError as err:
+        print(f"attnq serve: {err.message}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130

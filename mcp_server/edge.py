@@ -1,0 +1,109 @@
+"""The one place where harness errors become MCP tool errors, and where tool calls become events.
+
+Every tool body is wrapped by :func:`tool_edge`: an :class:`harness.errors.AttnqError` becomes a
+``ToolError`` whose text is the error's plain message (plus compiler diagnostics, one per line) —
+never a traceback; any other exception is left to the SDK, which answers ``Error executing tool
+<name>`` and logs the traceback on stderr. Each call (name, arguments, outcome, duration) is handed
+to an event sink, which records it in the campaign store once one exists.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
+
+from mcp.server.mcpserver.exceptions import ToolError
+
+from harness.errors import AttnqError
+from harness.logging import get_logger
+
+log = get_logger("attnq.mcp")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: ``(tool, arguments, outcome, details)``; outcome is "ok" or an error code. Must not raise.
+EventSink = Callable[[str, dict[str, Any], str, dict[str, Any]], None]
+
+MAX_DIAGNOSTICS = 20
+
+
+def format_error(err: AttnqError | dict[str, Any]) -> str:
+    """Plain text for the model: ``[code] message`` then up to 20 diagnostics as file:line:col: text.
+
+    Takes the error or its ``to_dict()`` form (what a verification job keeps).
+    """
+    data = err.to_dict() if isinstance(err, AttnqError) else err
+    lines = [f"[{data.get('error', 'error')}] {data.get('message', '')}"]
+    diags = data.get("diagnostics") or []
+    for diag in diags[:MAX_DIAGNOSTICS]:
+        if isinstance(diag, dict):
+            loc = ":".join(str(diag.get(k)) for k in ("file", "line", "column") if diag.get(k) is not None)
+            lines.append(f"  {loc}: {diag.get('severity', 'error')}: {diag.get('message', '')}")
+        else:
+            lines.append(f"  {diag}")
+    if len(diags) > MAX_DIAGNOSTICS:
+        lines.append(f"  ... {len(diags) - MAX_DIAGNOSTICS} more")
+    violations = data.get("violations") or []
+    for v in violations[1:MAX_DIAGNOSTICS] if isinstance(violations, list) else []:  # the first is the message
+        if isinstance(v, dict):
+            where = f"{v.get('file')}:{v.get('line')}: " if v.get("file") else ""
+            lines.append(f"  {where}{v.get('kind')} `{v.get('name')}`: {v.get('reason')}")
+    if data.get("missing"):
+        lines.append(f"  missing exports: {', '.join(map(str, data['missing']))}")
+    return "\n".join(lines)
+
+
+def _summarize(args: dict[str, Any]) -> dict[str, Any]:
+    """Arguments as recorded in an event: strings cut to 500 characters, no Context objects."""
+    out: dict[str, Any] = {}
+    for key, value in args.items():
+        if key in ("ctx", "context"):
+            continue
+        if isinstance(value, str) and len(value) > 500:
+            value = value[:500] + "..."
+        out[key] = value if isinstance(value, (str, int, float, bool, type(None), list, dict)) else str(value)
+    return out
+
+
+def tool_edge(name: str, sink: Callable[[], EventSink | None]) -> Callable[[Callable[P, Awaitable[R]]],
+                                                                         Callable[P, Awaitable[R]]]:
+    """Decorate an async tool: AttnqError -> ToolError(plain text); record one event per call.
+
+    ``sink`` is looked up per call (the store may appear after the server starts). The wrapped
+    function keeps its signature (``functools.wraps``), so the SDK builds the same input schema.
+    """
+
+    def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        @functools.wraps(fn)
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            started = time.monotonic()
+            outcome, details = "ok", {}
+            try:
+                return await fn(*args, **kwargs)
+            except AttnqError as err:
+                outcome, details = err.code, {"message": err.message}
+                raise ToolError(format_error(err)) from None
+            except ToolError as err:
+                outcome, details = "tool_error", {"message": str(err)}
+                raise
+            except BaseException as exc:
+                outcome = "cancelled" if "Cancel" in type(exc).__name__ else "internal_error"
+                raise
+            finally:
+                details["duration_s"] = round(time.monotonic() - started, 3)
+                record = sink()
+                if record is not None:
+                    try:
+                        record(name, _summarize(dict(kwargs)), outcome, details)
+                    except Exception:  # noqa: BLE001 - an event must never break a tool call
+                        log.exception("event_record_failed", tool=name)
+
+        # the SDK sends __doc__ as the tool description: drop the docstring indentation
+        wrapper.__doc__ = inspect.cleandoc(fn.__doc__ or "")
+        return wrapper
+
+    return decorate

@@ -1,0 +1,348 @@
+"""The attnq MCP server: tools over harness/ and questions/, resources, a campaign prompt.
+
+``build_server(settings)`` returns an ``mcp.server.MCPServer`` (SDK 2.x). Tools answer with pydantic
+models (structured output); anything the agent can act on is a tool error with a plain message
+(see :mod:`mcp_server.edge`, the one place harness errors are mapped). Long verifications run as
+jobs (:mod:`mcp_server.jobs`): no call blocks longer than ``Limits.inline_s``.
+
+This module holds the task, compile and verification tools; :mod:`mcp_server.tools_questions`
+the question tools; :mod:`mcp_server.resources` the resources and the prompt.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+import harness
+from harness.config import Settings
+from harness.errors import InputError
+from harness.logging import get_logger
+from mcp_server.edge import format_error, tool_edge
+from mcp_server.jobs import Job, Limits
+from mcp_server.models import CancelResult, JobStatus, TaskInfo
+from mcp_server.state import ServerState, need
+from mcp_server.task import build_task
+
+try:  # the compile module is another part's; a partial install still serves the other tools
+    from harness.compile import CompileResult as CompileOutput
+except ModuleNotFoundError:  # pragma: no cover
+    CompileOutput = dict[str, Any]  # type: ignore[misc]
+
+log = get_logger("attnq.mcp.server")
+
+INSTRUCTIONS = """\
+attnq verifies, times and questions a CUDA attention forward kernel you write. Start with get_task
+(ABI, rules, suites, goal, where the original kernel is). Work on ONE .cu file inside the workspace.
+After every change: compile_kernel(path), then verify_kernel(path). A verification longer than ~45 s
+answers state=running with a job_id: poll get_verification(job_id) until state is finished. When a
+verification, reflect or declare hands you a question, answer it (in your reasoning and your next
+change) before moving on. Call declare(kind="limit"|"done", text) when you believe you hit a limit
+or met the goal; it checks the claim against the measurements.
+"""
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
+#: Builds into the cache and records events, but changes nothing the agent owns; same input, same answer.
+CACHED_WORK = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=False,
+                              open_world_hint=False)
+#: Records an attempt / a claim / a question in the campaign store (append-only, never deletes).
+RECORDING = ToolAnnotations(read_only_hint=False, idempotent_hint=False, destructive_hint=False,
+                            open_world_hint=False)
+
+PathArg = Annotated[str, Field(description="path of the candidate .cu file, relative to the workspace (or absolute "
+                                           "inside it); the original kernel's path from get_task is also accepted")]
+
+
+def _resolve_suite(state: ServerState, suite: str | None) -> str:
+    """A built-in suite name as is, else a suite .toml inside the workspace; validated by load_suite."""
+    scenarios = need("harness.scenarios")
+    name = (suite or state.settings.suite).strip()
+    if name not in scenarios.list_suites():
+        name = str(state.resolve_file(name, suffix=".toml"))
+    scenarios.load_suite(name)  # InputError on a bad suite, before any work starts
+    return name
+
+
+def _question_text(question: Any) -> str:
+    if not question:
+        return ""
+    q = question if isinstance(question, dict) else question.model_dump()
+    return f"\n\nQuestion ({q.get('trigger') or 'reflect'}): {q.get('message') or q.get('question')}"
+
+
+#: With detail="auto", answers for runs up to this many scenarios carry every per-scenario result.
+FULL_DETAIL_MAX_SCENARIOS = 40
+#: detail="summary" keeps the failed scenarios plus this many worst (and, while running, latest) ones.
+SUMMARY_KEEP = 10
+
+Detail = Literal["auto", "summary", "full"]
+DetailArg = Annotated[Detail, Field(description="per-scenario results in the answer: full (all), summary (failed "
+                                                "and the 10 worst or latest only), auto (full up to 40 scenarios)")]
+
+
+def _trim(status: JobStatus, detail: Detail) -> JobStatus:
+    """Keep big answers small: with detail=summary, only failed and the worst/latest scenario results.
+
+    A verdict of the full suite (153 scenarios) is ~100 KB of JSON; clients cap tool output (Claude
+    Code: 25k tokens by default). Everything stays in the campaign store and in ``detail='full'``.
+    """
+    n = status.total or len(status.results)
+    if detail == "full" or (detail == "auto" and n <= FULL_DETAIL_MAX_SCENARIOS):
+        return status
+    if status.verdict is not None:
+        rows = status.verdict.scenarios
+        worst = set(status.verdict.worst[:SUMMARY_KEEP])
+        keep = [r for r in rows if not r.correct or r.id in worst]
+        if len(keep) < len(rows):
+            status.verdict = status.verdict.model_copy(update={"scenarios": keep})
+            status.scenarios_omitted = len(rows) - len(keep)
+    else:
+        rows = status.results
+        keep = [r for r in rows if not r.correct] + [r for r in rows[-SUMMARY_KEEP:] if r.correct]
+        status.results, status.scenarios_omitted = keep, len(rows) - len(keep)
+    return status
+
+
+def _answer(job: Job, finished: bool, detail: Detail = "auto") -> JobStatus:
+    """A job's answer to the agent; a failed job becomes a tool error carrying its question."""
+    if not finished:
+        return _trim(job.status(next_step=f"still running: call get_verification(job_id='{job.job_id}') to wait for "
+                                          "the rest (finished scenarios so far are in results)"), detail)
+    status = _trim(job.status(), detail)
+    if status.state == "failed":
+        raise ToolError(format_error(status.error or {}) + _question_text(status.question))
+    if status.state == "cancelled":
+        status.next_step = "cancelled: start a new verify_kernel when ready"
+    elif status.question:
+        status.next_step = "answer the question before your next change"
+    elif status.verdict is not None and status.verdict.goal.met:
+        status.next_step = "the goal is met: declare(kind='done', text=...) to have the claim checked"
+    else:
+        status.next_step = "read the verdict (failed, worst, flags), change the kernel, verify again"
+    return status
+
+
+def _progress_sink(ctx: Context | None):  # type: ignore[no-untyped-def]
+    if ctx is None:
+        return None
+
+    async def send(progress: float, total: float | None, message: str) -> None:
+        try:
+            await ctx.report_progress(progress, total, message)
+        except Exception as exc:  # noqa: BLE001 - a lost notification must not fail the call
+            log.debug("progress_not_sent", error=str(exc))
+
+    return send
+
+
+async def _compile_bounded(state: ServerState, ctx: Context | None, full: Path) -> Any:
+    """compile_kernel in a worker thread, waiting at most ``Limits.inline_s`` with heartbeats.
+
+    A build still running at the deadline goes on in the background (a second call for the same
+    source joins it, or hits the build cache once it is done); the call answers with a tool error that
+    says so rather than block past the client's timeout.
+    """
+    hc = need("harness.compile")
+    key = (str(full), hashlib.sha256(full.read_bytes()).hexdigest())
+    with state.compiles_lock:
+        entry = state.compiles.get(key)
+        if entry is None:
+            entry = {"done": threading.Event()}
+            state.compiles[key] = entry
+
+            def work() -> None:
+                try:
+                    entry["value"] = hc.compile_kernel(full, arch=state.settings.arch,
+                                                       cache_dir=state.settings.state_dir / "build")
+                except BaseException as exc:  # noqa: BLE001 - handed to the waiting call
+                    entry["error"] = exc
+                finally:
+                    with state.compiles_lock:
+                        state.compiles.pop(key, None)
+                    entry["done"].set()
+
+            threading.Thread(target=work, name="attnq-compile", daemon=True).start()
+    limits = state.jobs.limits
+    send = _progress_sink(ctx)
+    started = time.monotonic()
+    beats = 0
+    while not entry["done"].is_set():
+        waited = time.monotonic() - started
+        if waited >= limits.inline_s:
+            raise ToolError(f"[still_compiling] nvcc is still building {state.rel(full)} after {waited:.0f} s; the "
+                            "build goes on in the background: call compile_kernel again with the same path")
+        if send is not None and waited >= beats * limits.heartbeat_s:
+            await send(float(beats), None, f"compiling {state.rel(full)} ({waited:.0f} s)")
+            beats += 1
+        await anyio.sleep(limits.poll_s)
+    if "error" in entry:
+        raise entry["error"]
+    return entry["value"]
+
+
+def register_core_tools(server: MCPServer, state: ServerState) -> None:
+    """get_task, compile_kernel, verify_kernel, get_verification, cancel_verification."""
+    settings = state.settings
+    edge = functools.partial(tool_edge, sink=lambda: state.record_event)
+
+    @server.tool(annotations=READ_ONLY)
+    @edge("get_task")
+    async def get_task() -> TaskInfo:
+        """What you need to start: the kernel ABI (summary + resource URI attnq://abi/attn_abi.h), the rules
+        (one .cu file, forbidden headers/libraries, allow-listed imported symbols), the scenario suites (names,
+        sizes, groups), the goal (geomean speedup to reach with every scenario correct), where the original
+        kernel is (copy it to a new file in the workspace and edit the copy) and the best attempt so far.
+        Cheap; call it first and whenever you need the rules again."""
+        return await anyio.to_thread.run_sync(build_task, state)
+
+    @server.tool(annotations=CACHED_WORK)
+    @edge("compile_kernel")
+    async def compile_kernel(path: PathArg, ctx: Context) -> CompileOutput:
+        """Compile one candidate .cu file with nvcc (no GPU needed) and report the facts: per kernel registers,
+        shared memory, stack frame and spill bytes (ptxas) and the SASS instruction mix (HGMMA, HMMA, FFMA,
+        LDL/STL), plus warnings, the build hash and whether the build cache was hit. On failure the error names
+        the cause: compile_error with file:line:column diagnostics, policy_violation (forbidden header or
+        imported symbol, named), abi_mismatch (no extern "C" attn_fwd or a stale attn_abi.h), or input_error
+        (missing file, outside the workspace, not .cu). Run it after every edit, before verify_kernel."""
+        return await _compile_bounded(state, ctx, state.resolve_file(path))
+
+    @server.tool(annotations=RECORDING)
+    @edge("verify_kernel")
+    async def verify_kernel(
+        path: PathArg,
+        ctx: Context,
+        suite: Annotated[str | None, Field(description="suite name (quick, full, production) or a suite .toml in "
+                                                       "the workspace; default: the server's default suite")] = None,
+        anchors: Annotated[list[Literal["cudnn", "flash"]], Field(
+            description="also time these library kernels for comparison: cudnn (cuDNN SDPA), flash "
+                        "(FlashAttention-2 SDPA)")] = [],  # noqa: B006 - pydantic copies defaults
+        scenario_ids: Annotated[list[str] | None, Field(
+            description="run only these scenario ids of the suite (e.g. the failed ones); default: all")] = None,
+        detail: DetailArg = "auto",
+    ) -> JobStatus:
+        """Verify and time a candidate on an NVIDIA GPU: compile, check every scenario of the suite against an
+        fp32 reference (output and lse, FlashAttention's tolerance rule, poisoned outputs, input integrity,
+        determinism), then time candidate vs the original kernel. Answers a JobStatus: state=finished with the
+        verdict (status correct|incorrect|error, per-scenario results, failed ids with failure_kind,
+        geomean_speedup, goal.met, flags such as suspicious speed), or state=running with a job_id when the
+        run takes longer than ~45 s: then call get_verification(job_id) until it finishes (results holds the
+        scenarios finished so far). Every verification is recorded as an attempt; when a trigger fires
+        (stall, suspicious_win, churn) the answer carries a question: answer it before your next change.
+        Errors (compile, policy, no GPU) come back as a tool error with a plain message."""
+        full = state.resolve_file(path)
+        suite_name = await anyio.to_thread.run_sync(_resolve_suite, state, suite)
+        hv = need("harness.verify")
+        options = hv.VerifyOptions(
+            suite=suite_name, anchors=list(anchors), arch=settings.arch, gpu=settings.gpu,
+            goal_speedup=settings.goal_speedup, goal_against=settings.goal_anchor or "original",
+            scenario_ids=scenario_ids or None,
+        )
+        source_text = full.read_text(encoding="utf-8", errors="replace")
+        rel = state.rel(full)
+
+        def runner(progress: Any, cancel: Any) -> Any:
+            return hv.verify_kernel(full, options, settings=settings, progress=progress, cancel=cancel)
+
+        def on_finish(verdict: Any, error: dict[str, Any] | None) -> dict[str, Any] | None:
+            return record_attempt(state, rel, source_text, verdict, error)
+
+        job = state.jobs.start(rel, Path(suite_name).stem, runner, on_finish)
+        finished = await state.jobs.wait(job, state.jobs.limits.inline_s, _progress_sink(ctx), cancel_on_abort=True)
+        return _answer(job, finished, detail)
+
+    @server.tool(annotations=READ_ONLY)
+    @edge("get_verification")
+    async def get_verification(
+        job_id: Annotated[str, Field(description="job_id returned by verify_kernel")],
+        ctx: Context,
+        wait_s: Annotated[float, Field(ge=0, le=45, description="wait up to this many seconds for the job to "
+                                                               "finish before answering (0: answer at once)")] = 30,
+        detail: DetailArg = "auto",
+    ) -> JobStatus:
+        """Poll a verification job started by verify_kernel: waits up to wait_s seconds (default 30, progress
+        notifications meanwhile), then answers its JobStatus: state running (done/total scenarios, the finished
+        scenarios' results so far), finished (the full verdict and any question a trigger raised), cancelled;
+        a failed job (compile error, no GPU) is a tool error with the reason. Finished jobs stay fetchable for
+        the life of the server. Polling does not cancel the job, even if the poll itself is cut off."""
+        job = state.jobs.get(job_id)
+        if job is None:
+            known = ", ".join(j.job_id for j in state.jobs.jobs()[-5:]) or "none"
+            raise InputError(f"no verification job {job_id!r} in this server (recent: {known}); jobs do not "
+                             "survive a server restart: run verify_kernel again")
+        finished = await state.jobs.wait(job, min(wait_s, state.jobs.limits.inline_s), _progress_sink(ctx),
+                                         cancel_on_abort=False)
+        return _answer(job, finished, detail)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=True,
+                                             open_world_hint=False))
+    @edge("cancel_verification")
+    async def cancel_verification(
+        job_id: Annotated[str, Field(description="job_id of a running verification")],
+    ) -> CancelResult:
+        """Stop a running verification job (the worker process is killed between or during scenarios; results
+        finished so far stay readable through get_verification). Cancelling a finished job changes nothing."""
+        job = state.jobs.get(job_id)
+        if job is None:
+            raise InputError(f"no verification job {job_id!r} in this server")
+        if job.finished:
+            return CancelResult(job_id=job.job_id, state=job.status().state, message="already over; nothing to cancel")
+        job.cancel.set()
+        with anyio.move_on_after(10):
+            while not job.finished:
+                await anyio.sleep(0.1)
+        st = job.status()
+        return CancelResult(job_id=job.job_id, state=st.state,
+                            message="cancelled" if job.finished else "cancel requested; the worker is stopping")
+
+
+def record_attempt(state: ServerState, rel: str, source_text: str, verdict: Any,
+                   error: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Record a verification as an attempt (questions.reflect.on_attempt); the question it raised, if any.
+
+    Runs in the job's worker thread. Without the questions layer the attempt goes straight to the store.
+    """
+    store = state.store_if_available()
+    if store is None:
+        return None
+    try:
+        reflect_mod = need("questions.reflect")
+    except ToolError:
+        store.record_attempt(rel, source_text, None, verdict, error)
+        return None
+    bank = state.bank()
+    r = reflect_mod.on_attempt(store, bank, source_path=rel, source_text=source_text, compile_result=None,
+                               verdict=verdict, error=error, settings=state.settings)
+    return r.model_dump(mode="json") if r is not None else None
+
+
+def build_server(settings: Settings | None = None, *, limits: Limits | None = None) -> MCPServer:
+    """The attnq MCP server over ``settings`` (default: ``Settings()`` from ``ATTNQ_*`` env).
+
+    The returned server has ``attnq_state`` (a :class:`ServerState`) for the transports and tests.
+    """
+    from mcp_server.resources import register_resources
+    from mcp_server.tools_questions import register_question_tools
+
+    settings = settings or Settings()
+    state = ServerState(settings, limits)
+    server = MCPServer("attnq", title="attnq: questioned CUDA attention optimization", instructions=INSTRUCTIONS,
+                       version=harness.__version__, log_level="WARNING")
+    register_core_tools(server, state)
+    register_question_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
+    register_resources(server, state)
+    server.attnq_state = state  # type: ignore[attr-defined]
+    return server
+
+
+__all__ = ["INSTRUCTIONS", "build_server", "format_error", "record_attempt"]

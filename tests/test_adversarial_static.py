@@ -1,0 +1,153 @@
+"""The adversarial corpus on the CPU: the manifest is sound, every policy/ABI class is refused by
+``compile_kernel`` with an error that names the offending header or symbol, and every other kernel
+compiles cleanly (under the default policy, or with ``policy=False`` where the manifest says so).
+
+Each file is compiled at most once per session (a session fixture builds them all in parallel into a
+temporary cache); needs nvcc, skipped with a reason where it is missing. The GPU half of the corpus
+(the verdicts) is tests/gpu/test_adversarial.py.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+
+from harness.checks import CHECKS
+from harness.compile import CompileResult, compile_kernel, find_nvcc
+from harness.errors import AbiError, AttnqError, PolicyError, ToolchainError
+from harness.scenarios import load_suite
+from harness.verdict import FailureKind
+
+CORPUS = Path(__file__).resolve().parent / "adversarial"
+MANIFEST = CORPUS / "manifest.toml"
+VERDICTS = {"refused", "incorrect", "correct_but_not_faster", "verify_error"}
+REQUIRED = ("class", "file", "description", "expected_verdict", "expected_check", "expected_failure_kind", "gpu")
+
+
+def load_manifest() -> dict[str, Any]:
+    """The parsed manifest (see its header for the fields)."""
+    with MANIFEST.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+MANIFEST_DATA = load_manifest()
+ENTRIES: list[dict[str, Any]] = MANIFEST_DATA["kernel"]
+REFUSED = [e for e in ENTRIES if e["expected_verdict"] == "refused"]
+BUILT = [e for e in ENTRIES if e["expected_verdict"] != "refused"]
+DEFAULT_REFUSED = [e for e in ENTRIES if e.get("refused_by_default")]
+
+
+def _ids(entries: list[dict[str, Any]]) -> list[str]:
+    return [e["class"] for e in entries]
+
+
+# ------------------------------------------------------------------------------------------ manifest
+
+
+def test_manifest_is_valid() -> None:
+    """Files exist, classes are unique (>= 15), checks/verdicts/failure kinds come from the harness's lists,
+    scenario ids exist in the adversarial suite, and each verdict has the fields it needs."""
+    assert len(ENTRIES) >= 15
+    classes = _ids(ENTRIES)
+    assert len(set(classes)) == len(classes), "duplicate class names"
+    files = [e["file"] for e in ENTRIES] + [MANIFEST_DATA["control"]["file"]]
+    assert len(set(files)) == len(files), "one entry per .cu file"
+    assert sorted(files) == sorted(p.name for p in CORPUS.glob("*.cu")), "every .cu has exactly one entry"
+    suite_ids = set(load_suite(CORPUS / MANIFEST_DATA["suite"]).ids())
+    kinds = set(get_args(FailureKind))
+    control = MANIFEST_DATA["control"]
+    assert set(control["scenarios"]) == suite_ids and control["timing_scenario"] in suite_ids
+    for e in ENTRIES:
+        where = e.get("class", "?")
+        for key in REQUIRED:
+            assert key in e, f"{where}: missing {key}"
+        assert (CORPUS / e["file"]).is_file(), f"{where}: {e['file']} missing"
+        assert e["expected_verdict"] in VERDICTS, where
+        if e.get("gap"):  # a proposed check the verifier lacks: must not pretend to be an existing one
+            assert e["expected_check"] not in CHECKS, f"{where}: a gap names a check that does not exist yet"
+        else:
+            assert e["expected_check"] in CHECKS, f"{where}: {e['expected_check']} is not a named check"
+        assert e["expected_failure_kind"] == "" or e["expected_failure_kind"] in kinds, where
+        for alt in e.get("accept", []):
+            check, _, kind = alt.partition("/")
+            assert check in CHECKS and kind in kinds, f"{where}: bad accept {alt}"
+        if e["expected_verdict"] == "refused":
+            assert not e["gpu"] and e["names"], where
+            assert e["expected_check"] in ("source_policy", "symbol_policy", "abi"), where
+        else:
+            assert e["gpu"] and e["scenarios"], where
+            assert set(e["scenarios"]) <= suite_ids, f"{where}: unknown scenario ids"
+        if e["expected_verdict"] == "incorrect":
+            assert e["failed"] and set(e["failed"]) <= set(e["scenarios"]), where
+            assert e["expected_failure_kind"] or e.get("gap"), where
+        if e["expected_verdict"] == "correct_but_not_faster":
+            assert e["timing_scenario"] in e["scenarios"], where
+        if e.get("policy", True) is False:
+            assert e["refused_by_default"], f"{where}: policy = false needs refused_by_default"
+        if "runtime" in e:
+            rt = e["runtime"]
+            assert rt["expected_check"] in CHECKS and set(rt["scenarios"]) <= suite_ids, where
+
+
+# ------------------------------------------------------------------------------------------ builds
+
+
+def _compile(path: Path, cache: Path, policy: bool) -> CompileResult | AttnqError:
+    try:
+        return compile_kernel(path, cache_dir=cache, policy=policy)
+    except AttnqError as err:
+        return err
+
+
+@pytest.fixture(scope="session")
+def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, bool], CompileResult | AttnqError]:
+    """``{(file, policy): CompileResult or the error}`` for every build the tests need, each built once,
+    in parallel (nvcc runs as a subprocess, so threads overlap)."""
+    try:
+        find_nvcc()
+    except ToolchainError as err:
+        pytest.skip(f"nvcc is needed to build the corpus: {err.message}")
+    cache = tmp_path_factory.mktemp("adv-build")
+    jobs = {(MANIFEST_DATA["control"]["file"], True)}
+    jobs |= {(e["file"], True) for e in REFUSED + DEFAULT_REFUSED}
+    jobs |= {(e["file"], bool(e.get("policy", True))) for e in BUILT}
+    workers = max(2, min(8, (os.cpu_count() or 2) + 1))
+    with ThreadPoolExecutor(workers) as pool:
+        futures = {job: pool.submit(_compile, CORPUS / job[0], cache, job[1]) for job in sorted(jobs)}
+        return {job: fut.result() for job, fut in futures.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", REFUSED, ids=_ids(REFUSED))
+def test_policy_class_is_refused_by_name(builds: dict, entry: dict[str, Any]) -> None:
+    """A policy/ABI class raises PolicyError (AbiError for `abi`) whose message names the header/symbol."""
+    got = builds[(entry["file"], True)]
+    want = AbiError if entry["expected_check"] == "abi" else PolicyError
+    assert isinstance(got, want), f"{entry['file']}: expected {want.__name__}, got {got!r}"
+    assert any(name in got.message for name in entry["names"]), got.message
+    if want is PolicyError:
+        kinds = {v["kind"] for v in got.details.get("violations", [])}
+        want_kind = "header" if entry["expected_check"] == "source_policy" else "symbol"
+        assert want_kind in kinds, f"expected a {want_kind} violation, got {kinds}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", [*BUILT, MANIFEST_DATA["control"]], ids=[*_ids(BUILT), "control"])
+def test_runtime_class_compiles_cleanly(builds: dict, entry: dict[str, Any]) -> None:
+    """Every kernel the GPU test verifies builds without errors or warnings and exports the ABI."""
+    policy = bool(entry.get("policy", True))
+    got = builds[(entry["file"], policy)]
+    assert isinstance(got, CompileResult), f"{entry['file']} (policy={policy}): {got!r}"
+    expected = entry.get("expect_warnings", [])
+    for w in got.warnings:
+        assert any(x in w.message for x in expected), f"unexpected warning: {w.message}"
+    for x in expected:
+        assert any(x in w.message for w in got.warnings), f"the build should warn about {x}"
+    if entry["file"] != "allocator_reuse.cu":  # the one class that launches nothing
+        assert got.kernels, "no __global__ kernel was built"
+    assert Path(got.library).is_file()

@@ -1,0 +1,179 @@
+"""The source/symbol policy's decisions on real spellings, nm/readelf/objdump text and -E markers."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import PolicyError
+from harness.policy import (
+    ImportedSymbol,
+    PolicyViolation,
+    check_imports,
+    forbidden_header_reason,
+    list_includes,
+    parse_needed,
+    parse_nm_defined,
+    parse_nm_undefined,
+    raise_violations,
+    scan_host_code,
+    scan_preprocessed,
+    scan_source_includes,
+    symbol_decision,
+)
+
+
+@pytest.mark.parametrize("name", [
+    "cublas_v2.h", "cublasLt.h", "cublas_api.h", "cudnn.h", "cudnn_frontend.h", "cutlass/gemm/device/gemm.h",
+    "cute/tensor.hpp", "thrust/device_vector.h", "../third_party/cutlass/include/cutlass/cutlass.h",
+    "dlfcn.h", "pthread.h", "sys/socket.h", "unistd.h", "fstream", "thread", "/usr/include/dlfcn.h",
+    "./sys//mman.h", "spawn.h", "filesystem",
+])
+def test_forbidden_headers(name: str) -> None:
+    assert forbidden_header_reason(name)
+
+
+@pytest.mark.parametrize("name", [
+    "cub/cub.cuh", "cub/block/block_reduce.cuh", "cuda_bf16.h", "cuda_fp16.h", "cuda/barrier", "cuda/pipeline",
+    "mma.h", "cuda_pipeline.h", "cstdio", "cmath", "cstdint", "attn_abi.h", "my_thread_utils.h", "threadpool.h",
+    "cuda.h", "cudaTypedefs.h",
+])
+def test_allowed_headers(name: str) -> None:
+    assert forbidden_header_reason(name) is None
+
+
+def test_list_includes_skips_comments_and_keeps_lines() -> None:
+    text = ('#include "attn_abi.h"\n'
+            "// #include <cublas_v2.h>\n"
+            "/* #include <dlfcn.h>\n"
+            "   #include <pthread.h> */\n"
+            "  #  include <cudnn.h>\n"
+            'const char* s = "#include <thread>";\n')
+    assert list_includes(text) == [(1, '"', "attn_abi.h"), (5, "<", "cudnn.h")]
+    (v,) = scan_source_includes(text, "k.cu")
+    assert (v.name, v.file, v.line, v.kind) == ("cudnn.h", "k.cu", 5, "header")
+    assert "k.cu:5" in v.describe()
+
+
+MARKERS = """\
+# 0 "k.cu"
+# 0 "<built-in>"
+# 0 "<command-line>"
+# 1 "/usr/include/stdc-predef.h" 1 3 4
+# 0 "<command-line>" 2
+# 1 "k.cu"
+# 1 "/cuda/include/cub/cub.cuh" 1
+# 1 "/cuda/include/cccl/thrust/advance.h" 1
+int a;
+# 2 "/cuda/include/cub/cub.cuh" 2
+# 1 "/usr/include/pthread.h" 1 3 4
+# 3 "/cuda/include/cub/cub.cuh" 2
+# 2 "k.cu" 2
+
+
+# 1 "/home/me/helper.h" 1
+#pragma once
+
+int b;
+# 1 "/usr/include/dlfcn.h" 1 3 4
+int dlopen_decl;
+# 5 "/home/me/helper.h" 2
+# 5 "k.cu" 2
+int main_body;
+"""
+
+
+def test_scan_preprocessed_only_counts_owned_includers() -> None:
+    owned = {"k.cu", "/home/me/helper.h"}
+    (v,) = scan_preprocessed(MARKERS, lambda p: p in owned)
+    assert (v.name, v.file, v.line) == ("/usr/include/dlfcn.h", "/home/me/helper.h", 4)
+    # when the toolkit dir were owned too, CUB's own includes would count
+    more = scan_preprocessed(MARKERS, lambda p: not p.startswith("/usr/"))
+    assert sorted((x.name, x.file, x.line) for x in more) == [
+        ("/cuda/include/cccl/thrust/advance.h", "/cuda/include/cub/cub.cuh", 1),
+        ("/usr/include/dlfcn.h", "/home/me/helper.h", 4),
+        ("/usr/include/pthread.h", "/cuda/include/cub/cub.cuh", 2),
+    ]
+
+
+NM_UNDEFINED = """\
+                 w _ITM_deregisterTMCloneTable
+                 U _Unwind_Resume@GCC_3.0
+                 U __cudaRegisterFatBinary@libcudart.so.13
+                 U __cudaLaunchKernel@libcudart.so.13
+                 U __cxa_atexit@GLIBC_2.2.5
+                 w __cxa_finalize@GLIBC_2.2.5
+                 U cudaFuncSetAttribute@libcudart.so.13
+                 U memcpy@GLIBC_2.14
+                 U expf@@GLIBC_2.27
+                 U _Znwm@GLIBCXX_3.4
+                 U dlopen@GLIBC_2.34
+                 U frobnicate
+"""
+
+
+def test_parse_nm_and_decisions() -> None:
+    syms = parse_nm_undefined(NM_UNDEFINED)
+    assert ImportedSymbol(name="memcpy", version="GLIBC_2.14") in syms
+    assert ImportedSymbol(name="expf", version="GLIBC_2.27") in syms
+    assert ImportedSymbol(name="__cxa_finalize", version="GLIBC_2.2.5", weak=True) in syms
+    bad = check_imports(syms, ["libcudart.so.13", "libstdc++.so.6", "libc.so.6"])
+    assert [(v.kind, v.name) for v in bad] == [("symbol", "dlopen"), ("symbol", "frobnicate")]
+    assert "allow-list" in bad[1].reason
+
+
+@pytest.mark.parametrize("name", [
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "__cudaRegisterFunction", "__cudaPushCallConfiguration",
+    "cudaFuncSetAttribute", "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cudaGetDeviceProperties_v2",
+    "cudaStreamIsCapturing", "cudaMemsetAsync", "cudaGetDriverEntryPointByVersion", "cudaGetErrorString",
+    "memset", "sqrtf", "exp2f", "logf", "__cxa_guard_acquire", "_ZdlPvm", "abort", "__assert_fail",
+    "__stack_chk_fail",
+])
+def test_allowed_symbols(name: str) -> None:
+    assert symbol_decision(name)[0], name
+
+
+@pytest.mark.parametrize("name", [
+    "dlopen", "dlsym", "dlmopen", "execve", "fork", "vfork", "system", "popen", "posix_spawn", "pthread_create",
+    "_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_deleteIS1_EEPFvvE", "open", "open64",
+    "fopen", "read", "write", "mmap", "ioctl", "socket", "connect", "bind", "send", "recvfrom", "printf",
+    "__printf_chk", "fprintf", "puts", "getenv", "_exit", "cudaMalloc", "cudaMallocAsync", "cudaFree", "cudaMemcpy",
+    "cudaMemcpyAsync", "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaStreamCreate",
+    "cudaStreamCreateWithFlags", "cudaEventCreate", "cudaSetDevice", "cudaDeviceReset", "cuMemAlloc_v2",
+    "sigaction", "some_unknown_symbol",
+])
+def test_refused_symbols(name: str) -> None:
+    ok, reason = symbol_decision(name)
+    assert not ok and reason
+
+
+def test_libraries() -> None:
+    readelf = """\
+ 0x0000000000000001 (NEEDED)             Shared library: [libcudart.so.13]
+ 0x0000000000000001 (NEEDED)             Shared library: [libcublas.so.13]
+ 0x0000000000000001 (NEEDED)             Shared library: [libdl.so.2]
+ 0x0000000000000001 (NEEDED)             Shared library: [libc.so.6]
+"""
+    needed = parse_needed(readelf)
+    assert needed == ["libcudart.so.13", "libcublas.so.13", "libdl.so.2", "libc.so.6"]
+    assert parse_needed("  NEEDED               libm.so.6\n") == ["libm.so.6"]
+    assert [v.name for v in check_imports([], needed)] == ["libcublas.so.13", "libdl.so.2"]
+
+
+def test_nm_defined_and_syscall_scan() -> None:
+    defined = parse_nm_defined("00000000000014d0 T attn_abi_version\n0000000000001610 T attn_fwd\n")
+    assert defined == {"attn_abi_version": "T", "attn_fwd": "T"}
+    objdump = ("0000000000001610 <attn_fwd>:\n    1610:\tpush   %rbp\n    1614:\tsyscall\n"
+               "    1620:\tcall   1030 <cudaGetLastError@plt>\n")
+    (v,) = scan_host_code(objdump)
+    assert (v.kind, v.name) == ("instruction", "syscall")
+    assert scan_host_code("    1620:\tcall   1030 <my_syscall_wrapper@plt>\n") == []
+
+
+def test_raise_violations_names_first_and_counts() -> None:
+    raise_violations([])
+    vs = [PolicyViolation(kind="symbol", name="dlopen", reason="loads code"),
+          PolicyViolation(kind="symbol", name="fork", reason="starts a process")]
+    with pytest.raises(PolicyError) as exc:
+        raise_violations(vs)
+    assert "`dlopen`" in exc.value.message and "1 more" in exc.value.message
+    assert [v["name"] for v in exc.value.details["violations"]] == ["dlopen", "fork"]
