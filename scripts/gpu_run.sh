@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
-#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong adversarial fast mcp bench
+#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast mcp
 # Logs and JSON verdicts go under $OUT (default ./gpu-out). Wheels the box lacks travel in .whl/
 # (see ../shared/gpu/fetch-wheels.sh); they are installed to /tmp/site first.
 set -uo pipefail
@@ -31,20 +31,27 @@ for step in $steps; do
       note "original full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/original_full.json")" ;;
     aa)
       mkdir -p /tmp/aa && cp kernels/attn_original.cu /tmp/aa/attn_original_copy.cu
-      for i in 1 2 3; do
-        ATTNQ_WORKSPACE=/tmp/aa attnq verify /tmp/aa/attn_original_copy.cu --suite full --no-record --json > "$OUT/logs/aa_$i.json" 2>>"$OUT/logs/aa.err"
-        note "A/A run $i: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/aa_$i.json")"
+      i=0
+      for suite in ${AA_SUITES:-full full full}; do
+        i=$((i + 1))
+        ATTNQ_WORKSPACE=/tmp/aa attnq verify /tmp/aa/attn_original_copy.cu --suite $suite --no-record --json > "$OUT/logs/aa_$i.json" 2>>"$OUT/logs/aa.err"
+        note "A/A run $i ($suite): exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/aa_$i.json")"
       done ;;
     quick)
       attnq verify kernels/attn_original.cu --suite quick --no-record --json > "$OUT/logs/quick.json" 2> "$OUT/logs/quick.err"
       note "quick: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/quick.json")" ;;
     wrong)
-      # deliberately wrong kernels on the full suite; fault kernels on quick with a short hang limit
-      for spec in causal_missing:full partial_tile_dropped:full infinite_loop:quick illegal_address:quick abort_on_head_dim:full; do
-        b=${spec%%:*}; suite=${spec##*:}; f=tests/adversarial/$b.cu
-        [ -f "$f" ] || { note "missing $f"; continue; }
-        attnq verify "$f" --suite "$suite" --scenario-timeout 15 --no-record --json > "$OUT/logs/wrong_$b.json" 2> "$OUT/logs/wrong_$b.err"
-        note "$b ($suite): exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/wrong_$b.json")"
+      # one-line wrong variants of the original (scripts/wrong_kernels.py) must fail exactly the expected scenarios
+      python3 scripts/wrong_kernels.py make /tmp/wrong > /dev/null
+      for b in no_causal_mask drop_last_tile; do
+        attnq verify /tmp/wrong/$b.cu --suite full --no-record --json > "$OUT/logs/wrong_$b.json" 2> "$OUT/logs/wrong_$b.err"
+        note "$b (full): exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/wrong_$b.json")"
+        note "   $(python3 scripts/wrong_kernels.py check $b "$OUT/logs/wrong_$b.json")"
+      done ;;
+    faults)
+      for spec in infinite_loop illegal_address abort_on_head_dim; do
+        attnq verify tests/adversarial/$spec.cu --suite quick --scenario-timeout 15 --no-record --json > "$OUT/logs/fault_$spec.json" 2> "$OUT/logs/fault_$spec.err"
+        note "$spec (quick): exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fault_$spec.json")"
       done
       attnq verify kernels/attn_original.cu --suite quick --no-record --json > "$OUT/logs/after_faults.json" 2>&1
       note "original after faults: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/after_faults.json")" ;;

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import time
@@ -49,7 +50,8 @@ async def run(args: argparse.Namespace) -> int:
     argv = shlex.split(args.server)
     if args.workspace:
         argv += ["--workspace", args.workspace]
-    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    # The SDK starts the server with a minimal environment; pass ours so PATH/PYTHONPATH/ATTNQ_* reach it.
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
     broken = 0
     async with Client(params, read_timeout_seconds=args.call_timeout_s) as client:
         tools = sorted(t.name for t in (await client.list_tools()).tools)

@@ -38,6 +38,10 @@ __global__ void __launch_bounds__(kRows * 32) tiled(const attn_fwd_params p) {
     const int n_block = p.causal ? max(0, min(p.seqlen_k, last + p.seqlen_k - p.seqlen_q + 1)) : p.seqlen_k;
     float m = -INFINITY, l = 0.f;
     for (int j0 = 0; j0 < n_block; j0 += kTile) {
+        // Uneven warp progress (a cache miss, a slow load) is what exposes a missing barrier on real
+        // hardware; on a quiet small test the warps run nearly in lockstep and the race hides, so the
+        // staging warps are delayed by a varying few hundred ns here to make it show reliably.
+        __nanosleep(((j0 / kTile + warp) & 3) * 300);
         for (int r = warp; r < kTile; r += kRows) {  // each warp stages kTile / kRows keys
             const int j = j0 + r;
             for (int c = lane; c < d; c += 32) {
