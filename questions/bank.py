@@ -64,6 +64,8 @@ class Question(BaseModel):
     triggers: list[Trigger] = Field(min_length=1)
     layer: Layer
     note: str = Field(default="", description="curator's note: why the question helps (not shown to agents)")
+    requires: Literal["failures"] | None = Field(
+        default=None, description="state the question presupposes: 'failures' = the latest verified attempt failed scenarios")
     origin: str = Field(default="builtin", description="builtin, promoted or the bank file it came from")
     provenance: Provenance | None = None
 
@@ -254,6 +256,8 @@ def dumps_toml(questions: Sequence[Question]) -> str:
         lines = ["[[question]]", f"id = {_toml_str(q.id)}", f"text = {_toml_str(q.text)}",
                  f"triggers = [{', '.join(_toml_str(t) for t in q.triggers)}]", f"layer = {_toml_str(q.layer)}",
                  f"note = {_toml_str(q.note)}"]
+        if q.requires is not None:
+            lines.append(f"requires = {_toml_str(q.requires)}")
         if q.provenance is not None:
             p = q.provenance
             lines.append(f"provenance = {{ campaigns = [{', '.join(_toml_str(c) for c in p.campaigns)}], "

@@ -82,11 +82,22 @@ def general_pool(bank: Bank, attempts: Sequence[AttemptRecord]) -> list[Question
     return bank.for_trigger("stall") or list(bank.questions)
 
 
+def fitting_state(pool: Sequence[Question], attempts: Sequence[AttemptRecord]) -> list[Question]:
+    """Drop questions whose premise does not hold: ``requires="failures"`` needs the latest verified
+    attempt to have failed scenarios (asking "what do the failing scenarios share?" of an all-correct
+    run wastes the moment). Falls back to the pool as given when nothing would be left."""
+    judged = [a for a in attempts if a.status in ("correct", "incorrect")]
+    has_failures = bool(judged and judged[-1].failed)
+    kept = [q for q in pool if q.requires != "failures" or has_failures]
+    return kept or list(pool)
+
+
 def _ask(store: CampaignStore, bank: Bank, settings: Settings, trigger: str | None, fired: bool,
          evidence: str, data: dict[str, Any], others: list[TriggerHit] | None = None,
          pool: list[Question] | None = None) -> Reflection:
     history = store.questions_asked()
     stats = effectiveness(store, bank, min_gain=settings.stall_min_gain)
+    pool = fitting_state(pool if pool is not None else bank.for_trigger(trigger), store.attempts(with_source=False))
     sel = select_question(bank, trigger, history=history, stats=stats, rng=rng_for(settings, store), pool=pool)
     q = sel.question
     asked = store.record_question(q.id, q.text, layer=q.layer, trigger=trigger, fired=fired, evidence=evidence,

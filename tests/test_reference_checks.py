@@ -105,3 +105,23 @@ def test_nan_and_inf_rows_are_named() -> None:
     lse = lse_ref.clone()
     lse[0, 0, 0] = float("inf")  # claims a row sees no key, but it does
     assert "lse = +inf" in judge(error_report(o_ref.bfloat16(), lse, o_ref, lse_ref), tol_o, tol_lse, torch.bfloat16)[2]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_timed_bound_allows_one_ulp_between_correct_kernels_but_not_a_replay(dtype) -> None:
+    from harness.checks import timed_bound_o, ulp_at
+
+    assert ulp_at(0.75, torch.bfloat16) == 2.0**-8 and ulp_at(1.5, torch.float16) == 2.0**-10
+    o_ref, lse_ref = _case()
+    orig = error_report(o_ref.to(dtype), lse_ref, o_ref, lse_ref)
+    tol_o, _ = tolerances(orig, o_ref, lse_ref)
+    bound = timed_bound_o(tol_o, orig.max_abs_err_o, max(2 * float(o_ref.abs().max()), 1.0), dtype)
+    # two correct kernels on fresh inputs: fp32 results a hair apart, each rounded to the dtype on its own
+    fresh = torch.randn(2, 40, 4, 64) * 0.9
+    a = fresh.to(dtype)
+    b = (fresh + ulp_at(0.9, dtype) * 0.5001 * torch.sign(fresh)).to(dtype)  # lands on the next value sometimes
+    assert (a.float() - b.float()).abs().max() > 0  # they do differ
+    assert (a.float() - b.float()).abs().max() <= bound
+    # a replay of the previous sample's output is far outside the bound
+    stale = torch.randn(2, 40, 4, 64).to(dtype)
+    assert (a.float() - stale.float()).abs().max() > 10 * bound

@@ -226,3 +226,27 @@ def test_cli_reflect_and_declare_json(tmp_path: Path, capsys: pytest.CaptureFixt
     assert sum(s["asked"] for s in stats["questions"]) == 2
     with CampaignStore.open(settings) as store:
         assert [e.tool for e in store.events()] == ["cli.reflect", "cli.declare"]
+
+
+def test_a_question_that_presupposes_failures_is_not_asked_of_an_all_correct_run() -> None:
+    from questions.bank import load_bank
+    from questions.reflect import fitting_state
+
+    bank = load_bank()
+    needs = [q for q in bank.questions if q.requires == "failures"]
+    assert needs, "the bank marks at least one question as needing failures"
+
+    from harness.store import AttemptRecord
+
+    def A(status: str, failed: list[str]) -> AttemptRecord:  # noqa: N802 - a record as the store returns it
+        return AttemptRecord(id=1, campaign_id="c", seq=1, created_at="2026-11-30T00:00:00Z", source_path="k.cu",
+                             source_sha256="0" * 64, source_text=None, status=status, error_code=None,
+                             geomean_speedup=1.0, goal_met=False, num_scenarios=2, num_correct=2 - len(failed),
+                             failed=failed, compile=None, verdict=None, error=None)
+
+    pool = bank.for_trigger("stall")
+    clean = fitting_state(pool, [A("incorrect", ["x"]), A("correct", [])])
+    assert not any(q.requires == "failures" for q in clean) and len(clean) == len(pool) - sum(q in pool for q in needs)
+    failing = fitting_state(pool, [A("correct", []), A("incorrect", ["gqa/b4"])])
+    assert failing == pool
+    assert fitting_state(needs, [A("correct", [])]) == needs  # never an empty pool
