@@ -81,14 +81,13 @@ _FATAL_MARKERS = {
 class Runner:
     """Holds the CUDA state of one worker: libraries, buffers, events, the runtime's error API."""
 
-    def __init__(self, job: WorkerJob, send: Any) -> None:
+    def __init__(self, job: WorkerJob) -> None:
         import torch
 
         from harness.abi import load_kernel
 
         self.torch = torch
         self.job = job
-        self.send = send
         torch.cuda.set_device(job.gpu)
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -96,7 +95,7 @@ class Runner:
         self.num_sms = self.props.multi_processor_count
         self.orig = load_kernel(job.original_lib)
         self.cand = load_kernel(job.candidate_lib)
-        self.cudart = ctypes.CDLL("libcudart.so.13") if _has_lib("libcudart.so.13") else None
+        self.cudart = _cdll_or_none("libcudart.so.13")  # the runtime the candidate was linked against
         if self.cudart is not None:
             self.cudart.cudaGetLastError.restype = ctypes.c_int
             self.cudart.cudaGetErrorString.restype = ctypes.c_char_p
@@ -402,12 +401,11 @@ def _sdpa_runner(torch: Any, sc: Scenario, bufs: _Buffers, backend: str) -> Any:
     return run
 
 
-def _has_lib(name: str) -> bool:
+def _cdll_or_none(name: str) -> ctypes.CDLL | None:
     try:
-        ctypes.CDLL(name)
-        return True
+        return ctypes.CDLL(name)
     except OSError:
-        return False
+        return None
 
 
 def _measure_peak_tflops(torch: Any) -> float:
@@ -473,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
             info["peak_tflops"] = _measure_peak_tflops(torch)
         job.peak_tflops = job.peak_tflops or info.get("peak_tflops")
         job.physical_peak_tflops = job.physical_peak_tflops or info["physical_peak_tflops"]
-        runner = Runner(job, send)
+        runner = Runner(job)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which maps it
         send({"type": "load_error", "message": f"{type(exc).__name__}: {exc}"})
         return 4
