@@ -9,11 +9,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from harness.errors import AttnqError
 from harness.logging import configure_logging
+
+#: ``--log-level`` values (case-insensitive).
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 #: Subcommand modules under attnq.commands, in help order.
 COMMANDS = ("compile", "scenarios", "verify", "reflect", "declare", "questions", "trace", "serve")
@@ -25,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="attnq",
         description="Verify, time and question agent-written CUDA attention kernels.",
     )
-    parser.add_argument("--log-level", default=None, help="structlog level on stderr (default: warning)")
+    parser.add_argument("--log-level", default=None, type=str.lower, choices=LOG_LEVELS,
+                        help="structlog level on stderr (default: warning)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         try:
@@ -38,25 +45,85 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def format_validation_error(exc: ValidationError, *, limit: int = 3) -> str:
+    """``field: message; ...`` for the first ``limit`` errors (no input echo, no errors.pydantic.dev URL)."""
+    errors = exc.errors(include_url=False)
+    parts = [f"{'.'.join(str(x) for x in e.get('loc', ())) or 'value'}: {e.get('msg', 'invalid')}"
+             for e in errors[:limit]]
+    if len(errors) > limit:
+        parts.append(f"... {len(errors) - limit} more")
+    return "; ".join(parts)
+
+
+def _fail(args: argparse.Namespace, code: str, message: str, exit_code: int = 2) -> int:
+    """Report an error that is not an AttnqError: the error JSON on stdout with ``--json``, else one line."""
+    if getattr(args, "json", False):
+        print(json.dumps({"error": code, "message": message}, indent=2))
+    else:
+        print(f"attnq {args.command}: {message}", file=sys.stderr)
+    return exit_code
+
+
+def _report(args: argparse.Namespace, err: AttnqError) -> int:
+    """Print an AttnqError (JSON on stdout with ``--json``, else a line plus diagnostics on stderr)."""
+    if getattr(args, "json", False):
+        print(json.dumps(err.to_dict(), indent=2))
+    else:
+        print(f"attnq {args.command}: {err.message}", file=sys.stderr)
+        for diag in err.details.get("diagnostics", [])[:10]:
+            where = ":".join(str(x) for x in (diag.get("file"), diag.get("line"), diag.get("column")) if x is not None)
+            print(f"  {where}: {diag.get('severity', 'error')}: {diag.get('message')}", file=sys.stderr)
+        q = err.details.get("question")
+        if isinstance(q, dict) and q.get("question"):
+            print(f"question ({q.get('trigger')}): {q['question']}\n  evidence: {q.get('evidence')}", file=sys.stderr)
+    return err.exit_code
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The handler, with every error a user can cause turned into one plain message and an exit code.
+
+    pydantic ValidationError (flags and ``ATTNQ_*`` variables, via Settings) and pydantic_settings'
+    SettingsError -> ``invalid value: field: message``, exit 2; OSError from a user path ->
+    ``strerror: filename``, exit 2.
+    """
+    from pydantic_settings import SettingsError
+
+    try:
+        return int(args.handler(args) or 0)
+    except AttnqError as err:
+        return _report(args, err)
+    except ValidationError as err:
+        return _fail(args, "input_error", f"invalid value: {format_validation_error(err)}")
+    except SettingsError as err:
+        return _fail(args, "input_error", f"invalid value: {err}")
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        where = err.filename if err.filename is not None else ""
+        text = err.strerror or str(err)
+        if isinstance(err, FileExistsError) and where and not os.path.isdir(where):
+            text = "exists and is not a directory"
+        return _fail(args, "input_error", f"{text}: {where}" if where != "" else text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code. Errors print one plain line on stderr, never a traceback."""
+    """Run the CLI; returns the exit code. Errors print one plain line on stderr, never a traceback.
+
+    A closed stdout (``attnq scenarios | head``) ends the command quietly with exit code 141
+    (128 + SIGPIPE, what a shell reports for a process killed by SIGPIPE); the recipe is the one in
+    the Python docs (signal module, "Note on SIGPIPE").
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
     try:
-        return int(args.handler(args) or 0)
-    except AttnqError as err:
-        if getattr(args, "json", False):
-            print(json.dumps(err.to_dict(), indent=2))
-        else:
-            print(f"attnq {args.command}: {err.message}", file=sys.stderr)
-            for diag in err.details.get("diagnostics", [])[:10]:
-                where = ":".join(str(x) for x in (diag.get("file"), diag.get("line"), diag.get("column")) if x is not None)
-                print(f"  {where}: {diag.get('severity', 'error')}: {diag.get('message')}", file=sys.stderr)
-            q = err.details.get("question")
-            if isinstance(q, dict) and q.get("question"):
-                print(f"question ({q.get('trigger')}): {q['question']}\n  evidence: {q.get('evidence')}", file=sys.stderr)
-        return err.exit_code
+        code = _run(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print("attnq: interrupted", file=sys.stderr)
         return 130

@@ -12,3 +12,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 KERNELS_DIR = REPO_ROOT / "kernels"
 ABI_HEADER = KERNELS_DIR / "attn_abi.h"
 ORIGINAL_KERNEL = KERNELS_DIR / "attn_original.cu"
+
+#: sha256 of kernels/attn_original.cu: verification refuses a modified original (every speedup is
+#: relative to it). Changing the original means changing this pin in the same reviewed commit.
+ORIGINAL_SOURCE_SHA256 = "badccbd10ac429fbd20ee585fd08b351d5a7e9d4c48a269d11719af48dc49148"
+
+if not ABI_HEADER.is_file():  # a non-editable install does not carry kernels/
+    raise ImportError(f"attnq needs its source tree ({ABI_HEADER} is missing): install it editable, "
+                      "`python -m pip install -e <path to the attnq checkout>`")

@@ -43,6 +43,7 @@ from harness.policy import (
     raise_violations,
     run_tool,
     scan_preprocessed,
+    scan_driver_entry_points,
     scan_source_includes,
 )
 from harness.sass import SassMix, demangle, parse_ptxas, sass_mixes
@@ -336,7 +337,11 @@ def _from_cache(entry: Path, source: Path, started: float) -> CompileResult | No
         return None
     try:
         res = CompileResult.model_validate_json(facts.read_text())
+        lib_hash = hashlib.sha256(lib.read_bytes()).hexdigest()
     except (OSError, ValueError):
+        return None
+    if lib_hash != res.build_hash:  # the library was replaced after it was checked: build again
+        log.warning("cache_entry_tampered", entry=str(entry), expected=res.build_hash[:12], got=lib_hash[:12])
         return None
     return res.model_copy(update={"source": str(source), "library": str(lib), "cache_hit": True,
                                   "compile_time_s": round(time.perf_counter() - started, 4)})
@@ -426,6 +431,9 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
 
     if policy:
         raise_violations(scan_source_includes(text, str(source)))
+        raise_violations([v for f, t in [(str(source), text), *((str(h), Path(h).read_text(errors="replace"))
+                                                                for h in headers)]
+                          for v in scan_driver_entry_points(t, f)])
         pre = _run_nvcc([nvcc, "-E", *[f for f in flags if f not in ("-Xptxas", "-v")], str(source)],
                         timeout_s, source.parent)
         if pre.returncode != 0:

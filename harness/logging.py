@@ -14,14 +14,22 @@ _configured = False
 def configure_logging(level: str | None = None, path: str | None = None) -> None:
     """Configure structlog once: JSON to stderr, or to ``path`` (``ATTNQ_LOG_FILE``) when given.
 
-    ``level`` defaults to ``ATTNQ_LOG_LEVEL`` or ``warning``.
+    ``level`` defaults to ``ATTNQ_LOG_LEVEL`` or ``warning``. A log file that cannot be opened (missing
+    directory, no permission, ``/proc``) is not fatal: one warning line goes to stderr and logs stay on
+    stderr.
     """
     global _configured
     if _configured:
         return
     name = (level or os.environ.get("ATTNQ_LOG_LEVEL", "warning")).upper()
     target = path or os.environ.get("ATTNQ_LOG_FILE")
-    stream = open(target, "a", encoding="utf-8") if target else sys.stderr  # noqa: SIM115
+    stream = sys.stderr
+    if target:
+        try:
+            stream = open(target, "a", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            print(f"attnq: warning: cannot open log file {target} ({exc.strerror or exc}); logging to stderr",
+                  file=sys.stderr)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,

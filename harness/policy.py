@@ -404,6 +404,25 @@ def check_imports(symbols: Iterable[ImportedSymbol], needed: Iterable[str]) -> l
 _SYSCALL_RE = re.compile(r"^\s*[0-9a-f]+:\s.*?\b(syscall|sysenter|int\s+\$0x80)\b", re.MULTILINE)
 
 
+_ENTRY_POINT_RE = re.compile(r"\bcudaGetDriverEntryPoint\w*")
+_ENTRY_POINT_OK = re.compile(r"\s*\(\s*\"cuTensorMap\w*\"")
+
+
+def scan_driver_entry_points(text: str, file: str) -> list[PolicyViolation]:
+    """Uses of ``cudaGetDriverEntryPoint*`` other than a direct call naming a ``cuTensorMap*`` function
+    in a string literal. The allow-list admits the entry-point API only to build TMA tensor maps: any
+    other driver function (stream creation, memory, module loading) would bypass the symbol policy,
+    and so would an alias, a function pointer or a name computed at run time."""
+    out = []
+    for m in _ENTRY_POINT_RE.finditer(text):
+        if not _ENTRY_POINT_OK.match(text, m.end()):
+            line = text.count("\n", 0, m.start()) + 1
+            out.append(PolicyViolation(kind="symbol", name=m.group(0), file=file, line=line, reason=(
+                "driver entry points are allowed only as a direct call with a string-literal cuTensorMap* name "
+                "(TMA tensor maps); other driver functions bypass the symbol policy")))
+    return out
+
+
 def scan_host_code(objdump_text: str) -> list[PolicyViolation]:
     """Raw system-call instructions in ``objdump -d`` output of the host code."""
     found = sorted({re.sub(r"\s+", " ", m.group(1)) for m in _SYSCALL_RE.finditer(objdump_text)})

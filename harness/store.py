@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from harness.errors import StoreError
+from harness.errors import InputError, StoreError
 from harness.logging import get_logger
 from harness.verdict import Verdict
 
@@ -38,6 +39,20 @@ log = get_logger(__name__)
 DEFAULT_CAMPAIGN = "default"
 STORE_FILENAME = "campaign.sqlite"
 SCHEMA_VERSION = 1
+#: A campaign id is a slug: a letter or digit, then up to 63 letters, digits, ``.``, ``_`` or ``-``.
+CAMPAIGN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def validate_campaign_id(campaign_id: str) -> str:
+    """Return ``campaign_id`` when it is a slug (:data:`CAMPAIGN_ID_RE`).
+
+    Raises:
+        InputError: empty, too long (> 64 characters) or with other characters (``/``, spaces, ``..`` first).
+    """
+    if not isinstance(campaign_id, str) or not CAMPAIGN_ID_RE.fullmatch(campaign_id):
+        raise InputError(f"bad campaign name {campaign_id!r}: use 1-64 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit")
+    return campaign_id
 
 #: Outcome of one attempt. correct/incorrect/error mirror ``Verdict.status``; ``failed_compile`` is an
 #: error dict whose code is one of :data:`COMPILE_FAILURE_CODES`; ``error`` any other error dict
@@ -223,12 +238,17 @@ class CampaignStore:
     Args:
         path: the SQLite file (created with its parent directory when absent).
         campaign_id: the campaign this handle writes to; default: the workspace's active campaign.
+        create: when False (read-only commands), an unknown ``campaign_id`` is refused instead of created.
 
     Raises:
         StoreError: the file cannot be opened or is not a campaign store.
+        InputError: ``campaign_id`` is not a slug (:func:`validate_campaign_id`), or is unknown and
+            ``create`` is False (the message lists the known campaigns).
     """
 
-    def __init__(self, path: str | Path, *, campaign_id: str | None = None) -> None:
+    def __init__(self, path: str | Path, *, campaign_id: str | None = None, create: bool = True) -> None:
+        if campaign_id is not None:
+            validate_campaign_id(campaign_id)
         self.path = Path(path)
         self._lock = threading.RLock()
         try:
@@ -246,13 +266,17 @@ class CampaignStore:
                 cur.execute("INSERT OR IGNORE INTO meta VALUES ('active_campaign', ?)", (DEFAULT_CAMPAIGN,))
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open campaign store {self.path}: {exc}") from exc
-        self.campaign_id = campaign_id or self.active_campaign()
+        self.campaign_id = campaign_id if campaign_id is not None else self.active_campaign()
+        if not create and campaign_id is not None and campaign_id not in self.campaign_ids():
+            known = ", ".join(self.campaign_ids()) or "none"
+            self._conn.close()
+            raise InputError(f"unknown campaign {campaign_id!r}; known campaigns: {known}")
         self._ensure_campaign(self.campaign_id)
 
     @classmethod
-    def open(cls, settings: Settings, *, campaign_id: str | None = None) -> CampaignStore:
-        """The workspace's store: ``<settings.state_dir>/campaign.sqlite``."""
-        return cls(settings.state_dir / STORE_FILENAME, campaign_id=campaign_id)
+    def open(cls, settings: Settings, *, campaign_id: str | None = None, create: bool = True) -> CampaignStore:
+        """The workspace's store: ``<settings.state_dir>/campaign.sqlite`` (see the class for ``create``)."""
+        return cls(settings.state_dir / STORE_FILENAME, campaign_id=campaign_id, create=create)
 
     # -- plumbing -----------------------------------------------------------------------------
     @contextmanager
@@ -288,10 +312,7 @@ class CampaignStore:
             raise StoreError(f"campaign store write failed: {exc}") from exc
 
     def _cid(self, campaign_id: str | None) -> str:
-        cid = campaign_id or self.campaign_id
-        if not cid or len(cid) > 200:
-            raise StoreError(f"bad campaign id {cid!r}")
-        return cid
+        return self.campaign_id if campaign_id is None else validate_campaign_id(campaign_id)
 
     def _ensure_campaign(self, campaign_id: str) -> None:
         self._write(lambda cur: cur.execute(
@@ -326,6 +347,11 @@ class CampaignStore:
             "INSERT OR REPLACE INTO meta VALUES ('active_campaign', ?)", (cid,)))
         self._ensure_campaign(cid)
         self.campaign_id = cid
+
+    def campaign_ids(self) -> list[str]:
+        """Names of the campaigns in this store, oldest first."""
+        return [str(r["campaign_id"]) for r in
+                self._query("SELECT campaign_id FROM campaigns ORDER BY created_at, campaign_id")]
 
     def list_campaigns(self) -> list[CampaignInfo]:
         """Every campaign with its record counts, oldest first."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -25,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from harness import ORIGINAL_KERNEL, REPO_ROOT
+from harness import ORIGINAL_KERNEL, ORIGINAL_SOURCE_SHA256, REPO_ROOT
 from harness.compile import compile_kernel
 from harness.config import Settings
 from harness.errors import NoGpuError, VerifyError
@@ -54,6 +55,7 @@ class VerifyOptions(BaseModel):
     draws: int = Field(default=2, ge=2, le=6, description="fresh random input draws per scenario")
     goal_speedup: float = Field(default=1.0, gt=0, description="goal: geomean speedup >= this")
     goal_against: Literal["original", "cudnn", "flash"] = Field(default="original")
+    goal_suite: str = Field(default="full", description="the goal is judged only on a complete run of this suite")
     scenario_ids: list[str] | None = Field(default=None, description="run only these ids of the suite")
     min_samples: int = Field(default=10, ge=3, description="timed samples per scenario, at least")
     max_samples: int = Field(default=30, ge=3, description="timed samples per scenario, at most")
@@ -117,6 +119,19 @@ def gpu_lock(gpu: int, timeout_s: float, progress: ProgressFn | None = None) -> 
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def check_original_source() -> None:
+    """Refuse to verify against a modified original: every speedup is relative to it.
+
+    Raises:
+        VerifyError: kernels/attn_original.cu does not hash to ``ORIGINAL_SOURCE_SHA256``.
+    """
+    got = hashlib.sha256(ORIGINAL_KERNEL.read_bytes()).hexdigest()
+    if got != ORIGINAL_SOURCE_SHA256:
+        raise VerifyError(f"the original kernel {ORIGINAL_KERNEL} was modified (sha256 {got[:12]}, expected "
+                          f"{ORIGINAL_SOURCE_SHA256[:12]}): restore it (git checkout -- kernels/attn_original.cu); "
+                          "speedups are only meaningful against the pinned original")
 
 
 def _peak_cache(settings: Settings) -> Path:
@@ -292,6 +307,7 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
         if missing:
             raise VerifyError(f"scenario ids not in suite {suite.name}: {missing[:5]}")
         scenarios = [s for s in scenarios if s.id in set(options.scenario_ids)]
+    check_original_source()
     cache_dir = settings.state_dir / "build"
     cand = compile_kernel(path, arch=options.arch, cache_dir=cache_dir, policy=options.policy)
     orig = compile_kernel(ORIGINAL_KERNEL, arch=options.arch, cache_dir=cache_dir, policy=True)
@@ -299,7 +315,8 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
     peaks: dict[str, float] = {}
     with contextlib.suppress(OSError, ValueError):
         peaks = json.loads(_peak_cache(settings).read_text())
-    job = WorkerJob(candidate_lib=cand.library, original_lib=orig.library, scenarios=[], seed=secrets.randbits(62),
+    job = WorkerJob(candidate_lib=cand.library, original_lib=orig.library, candidate_sha256=cand.build_hash,
+                    original_sha256=orig.build_hash, scenarios=[], seed=secrets.randbits(62),
                     draws=options.draws, anchors=options.anchors, gpu=options.gpu, min_samples=options.min_samples,
                     max_samples=options.max_samples, budget_ms=options.budget_ms,
                     measure_peak=device_key not in peaks, peak_tflops=peaks.get(device_key))
@@ -356,7 +373,15 @@ def build_verdict(results: list[ScenarioResult], *, suite_name: str, options: Ve
                               message=f"IQR {100 * r.candidate.iqr_ms / r.candidate.median_ms:.0f}% of the median"))
     goal = Goal(against=options.goal_against, min_speedup=options.goal_speedup)
     measure = gm if options.goal_against == "original" else vs_anchor.get(options.goal_against)
-    if failed:
+    partial = [why for cond, why in (
+        (suite_name != options.goal_suite, f"suite {suite_name!r} (the goal suite is {options.goal_suite!r})"),
+        (bool(options.scenario_ids), "a subset of scenarios (--scenario)"),
+        (not options.policy, "the source/symbol policy switched off"),
+    ) if cond]
+    if partial:
+        goal.reason = f"the goal is judged only on a complete {options.goal_suite!r} run with the policy on; this run: " \
+                      + ", ".join(partial)
+    elif failed:
         goal.reason = f"{len(failed)} of {len(results)} scenarios failed: {', '.join(failed[:5])}"
     elif measure is None:
         goal.reason = f"no geomean against {options.goal_against} (run with --anchors {options.goal_against})"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import hashlib
 import json
 import math
 import os
@@ -36,6 +37,8 @@ class WorkerJob(BaseModel):
 
     candidate_lib: str
     original_lib: str
+    candidate_sha256: str = ""
+    original_sha256: str = ""
     scenarios: list[Scenario]
     first_index: int = 0
     seed: int
@@ -93,6 +96,11 @@ class Runner:
         torch.backends.cudnn.allow_tf32 = False
         self.props = torch.cuda.get_device_properties(job.gpu)
         self.num_sms = self.props.multi_processor_count
+        # bind the run to the exact builds the parent compiled and named in the verdict
+        for path, want in ((job.original_lib, job.original_sha256), (job.candidate_lib, job.candidate_sha256)):
+            got = hashlib.sha256(open(path, "rb").read()).hexdigest()
+            if want and got != want:
+                raise RuntimeError(f"{path} changed since it was compiled (sha256 {got[:12]}, expected {want[:12]})")
         self.orig = load_kernel(job.original_lib)
         self.cand = load_kernel(job.candidate_lib)
         self.cudart = _cdll_or_none("libcudart.so.13")  # the runtime the candidate was linked against
@@ -166,8 +174,8 @@ class Runner:
         from harness.abi import make_params
 
         o, lse = lib_out
-        p = make_params(bufs.q, bufs.k, bufs.v, o, lse, softmax_scale=1.0 / math.sqrt(sc.head_dim),
-                        causal=sc.causal, num_sms=self.num_sms)
+        p = make_params(bufs.q, bufs.k, bufs.v, o, lse, softmax_scale=bufs.scale, causal=sc.causal,
+                        num_sms=self.num_sms)
         nbytes = lib.workspace_bytes(p)
         if nbytes:
             ws = bufs.workspace(lib, nbytes)
@@ -184,6 +192,10 @@ class Runner:
         tol0 = (0.0, 0.0)
         for draw in range(self.job.draws):
             kind = ("normal", "large_logits", "shifted")[draw % 3]
+            # draw 0: contiguous q/o and the default scale; later draws: q and o with a padded head
+            # stride (the ABI's strides must be honoured) and a softmax_scale drawn in [0.5, 1.5] x default
+            bufs.set_layout(strided=draw > 0, scale_factor=1.0 if draw == 0 else 0.5 + float(
+                torch.rand((), generator=gen, device="cuda").item()))
             bufs.fill_inputs(gen, kind)
             q0, k0, v0 = bufs.q.clone(), bufs.k.clone(), bufs.v.clone()
             o_c, lse_c = poison_(bufs.o_c), poison_(bufs.lse_c)
@@ -208,7 +220,7 @@ class Runner:
                 raise _Fail("unwritten_output", "poisoned_output",
                             f"{unwritten} elements of o/lse were never written (poison left, draw {draw})")
             # Expected answers exist only from here on, after the candidate's calls for this draw.
-            o_ref, lse_ref = attention_reference(q0, k0, v0, softmax_scale=1.0 / math.sqrt(sc.head_dim), causal=sc.causal)
+            o_ref, lse_ref = attention_reference(q0, k0, v0, softmax_scale=bufs.scale, causal=sc.causal)
             o_o, lse_o = poison_(torch.empty_like(o_c)), poison_(torch.empty_like(lse_c))
             self.call(self.orig, self._params((o_o, lse_o), bufs, sc, self.orig), "original")
             self.sync()
@@ -233,6 +245,7 @@ class Runner:
             if worst is None or stats.max_abs_err_o / max(tol_o, 1e-30) > worst.max_abs_err_o / max(worst.tol_o, 1e-30):
                 worst = stats
         assert worst is not None
+        bufs.set_layout(strided=False, scale_factor=1.0)  # timing: the benchmark's contiguous layout
         return worst, tol0
 
     def _timed(self, fn: Any) -> tuple[float, float]:
@@ -254,8 +267,9 @@ class Runner:
         original's on the same inputs (bound: tolerance + original's error, by the triangle inequality)."""
         from harness.checks import count_poison, poison_
 
+        from harness.checks import bits_equal
+
         torch = self.torch
-        p_c = self._params((bufs.o_c, bufs.lse_c), bufs, sc, self.cand)
         o_o, lse_o = torch.empty_like(bufs.o_c), torch.empty_like(bufs.lse_c)
         p_o = self._params((o_o, lse_o), bufs, sc, self.orig)
         anchors = {name: _sdpa_runner(torch, sc, bufs, name) for name in self.job.anchors}
@@ -268,8 +282,14 @@ class Runner:
         n = 0
         while n < self.job.max_samples and (n < self.job.min_samples or spent < self.job.budget_ms):
             bufs.fill_inputs(gen, "normal")  # fresh inputs for every timed call
+            snapshot = [t.clone() for t in (bufs.q, bufs.k, bufs.v)]
             poison_(bufs.o_c), poison_(bufs.lse_c), poison_(o_o), poison_(lse_o)
+            # built per call, as for the checked calls: a timed call looks like any other to the candidate
+            p_c = self._params((bufs.o_c, bufs.lse_c), bufs, sc, self.cand)
             ec, wc = self._timed(lambda: self.call(self.cand, p_c, "candidate"))
+            if not all(bits_equal(a, b) for a, b in zip(snapshot, (bufs.q, bufs.k, bufs.v), strict=True)):
+                raise _Fail("inputs_modified", "input_integrity", f"timed call {n} changed q, k or v")
+            del snapshot
             eo, wo = self._timed(lambda: self.call(self.orig, p_o, "original"))
             for name, fn in anchors.items():
                 if fn is not None:
@@ -315,12 +335,35 @@ class _Buffers:
         self.torch, self.sc, self.dtype = torch, sc, dtype
         b, sq, sk, hq, hk, d = sc.batch, sc.seqlen_q, sc.seqlen_k, sc.num_heads_q, sc.num_heads_kv, sc.head_dim
         self._guards: list[tuple[str, Any]] = []
-        self.q = self._guarded("q", (b, sq, hq, d), dtype)
+        self.q = self._q_dense = self._guarded("q", (b, sq, hq, d), dtype)
         self.k = self._guarded("k", (b, sk, hk, d), dtype)
         self.v = self._guarded("v", (b, sk, hk, d), dtype)
-        self.o_c = self._guarded("o", (b, sq, hq, d), dtype)
+        self.o_c = self._o_dense = self._guarded("o", (b, sq, hq, d), dtype)
         self.lse_c = self._guarded("lse", (b, hq, sq), torch.float32)
+        self._q_strided: Any = None
+        self._o_strided: Any = None
+        self.default_scale = 1.0 / math.sqrt(d)
+        self.scale = self.default_scale
         self._ws: dict[int, Any] = {}
+
+    def set_layout(self, *, strided: bool, scale_factor: float) -> None:
+        """Point ``q`` and ``o_c`` at the dense tensors or at views with a head stride of head_dim + 8
+        (the padding is poison: reading it gives NaN, writing it trips the guard check), and set the
+        softmax_scale to ``scale_factor`` x 1/sqrt(head_dim)."""
+        from harness.checks import poison_
+
+        self.scale = self.default_scale * scale_factor
+        if not strided:
+            self.q, self.o_c = self._q_dense, self._o_dense
+            return
+        if self._q_strided is None:
+            sc, pad = self.sc, 8
+            shape = (sc.batch, sc.seqlen_q, sc.num_heads_q, sc.head_dim + pad)
+            q_full, o_full = self._guarded("strided q", shape, self.dtype), self._guarded("strided o", shape, self.dtype)
+            poison_(q_full[..., sc.head_dim:]), poison_(o_full[..., sc.head_dim:])
+            self._guards.append(("in the head padding of strided o", o_full[..., sc.head_dim:]))
+            self._q_strided, self._o_strided = q_full[..., : sc.head_dim], o_full[..., : sc.head_dim]
+        self.q, self.o_c = self._q_strided, self._o_strided
 
     def _guarded(self, name: str, shape: tuple[int, ...], dtype: Any) -> Any:
         """A tensor of ``shape`` inside a larger allocation whose GUARD_BYTES before and after hold poison
@@ -360,8 +403,10 @@ class _Buffers:
             self.q.add_(1.0), self.k.add_(1.0)
 
     def scrub(self) -> None:
-        for t in (self.q, self.k, self.v, self.o_c, self.lse_c, *self._ws.values()):
-            t.zero_()
+        for t in (self._q_dense, self.k, self.v, self._o_dense, self.lse_c, self._q_strided, self._o_strided,
+                  *self._ws.values()):
+            if t is not None:
+                t.zero_()
         self._ws.clear()
 
 

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from harness.config import Settings
 from harness.errors import AttnqError
 from mcp_server.jobs import Limits
@@ -24,12 +26,36 @@ _SETTINGS_FLAGS = {
 }
 
 
+#: ``--log-level`` values (case-insensitive); the same as ``attnq --log-level``.
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+#: Allowed ranges (inclusive) of the long-call flags, in seconds: a tool call must answer before
+#: clients cut it (~60 s), and a progress notification must come at least every 10 s.
+MAX_CALL_RANGE_S = (1.0, 55.0)
+HEARTBEAT_RANGE_S = (0.5, 10.0)
+
+
+def ranged(kind: type, low: float, high: float) -> Any:
+    """An argparse ``type=`` that parses ``kind`` (int or float) and refuses values outside [low, high]."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {kind.__name__} value: {text!r}") from None
+        if not low <= value <= high:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"{text} is outside {low:g}..{high:g}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add transport, settings and timing flags to ``parser``."""
     t = parser.add_argument_group("transport")
     t.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio (needs a token)")
     t.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    t.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    t.add_argument("--port", type=ranged(int, 1, 65535), default=8765, help="HTTP port, 1..65535 (default 8765)")
     t.add_argument("--token-file", default=None,
                    help="file whose first line is the bearer token (default: $ATTNQ_HTTP_TOKEN)")
     t.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
@@ -47,10 +73,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--bank", action="append", type=Path, default=None, help="extra question bank file (repeatable)")
     s.add_argument("--seed", type=int, default=None, help="seed for question selection")
     j = parser.add_argument_group("long calls")
-    j.add_argument("--max-call-s", type=float, default=45.0,
-                   help="longest a tool call blocks before answering with a job id (default 45)")
-    j.add_argument("--heartbeat-s", type=float, default=5.0,
-                   help="longest gap between progress notifications (default 5, at most 10)")
+    j.add_argument("--max-call-s", type=ranged(float, *MAX_CALL_RANGE_S), default=45.0,
+                   help="longest a tool call blocks before answering with a job id, 1..55 (default 45)")
+    j.add_argument("--heartbeat-s", type=ranged(float, *HEARTBEAT_RANGE_S), default=5.0,
+                   help="longest gap between progress notifications, 0.5..10 (default 5)")
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -67,9 +93,12 @@ def serve_from_args(args: argparse.Namespace) -> int:
     """Run the server as the parsed flags say; returns an exit code (2 on a usable error)."""
     from mcp_server.transport import configure_server_logging, run_http, run_stdio
 
+    from questions.bank import load_bank
+
     configure_server_logging(getattr(args, "log_level", None))
     settings = settings_from_args(args)
-    limits = Limits(inline_s=max(1.0, min(args.max_call_s, 55.0)), heartbeat_s=max(0.5, min(args.heartbeat_s, 10.0)))
+    load_bank(settings=settings)  # QuestionBankError (exit 2) on a missing or bad --bank, before serving
+    limits = Limits(inline_s=args.max_call_s, heartbeat_s=args.heartbeat_s)
     if args.http:
         from mcp_server.auth import load_token
 
@@ -83,7 +112,8 @@ def serve_from_args(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m mcp_server``: the same flags as ``attnq serve``."""
     parser = argparse.ArgumentParser(prog="python -m mcp_server", description="attnq MCP server (stdio by default)")
-    parser.add_argument("--log-level", default=None, help="log level (default: warning)")
+    parser.add_argument("--log-level", default=None, type=str.lower, choices=LOG_LEVELS,
+                        help="log level (default: warning)")
     add_serve_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -91,5 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AttnqError as err:
         print(f"attnq serve: {err.message}", file=sys.stderr)
         return err.exit_code
+    except ValidationError as err:
+        msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3])
+        print(f"attnq serve: invalid value: {msgs}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130

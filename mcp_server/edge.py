@@ -15,7 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from pydantic import ValidationError
 
 from harness.errors import AttnqError
 from harness.logging import get_logger
@@ -55,6 +56,42 @@ def format_error(err: AttnqError | dict[str, Any]) -> str:
     if data.get("missing"):
         lines.append(f"  missing exports: {', '.join(map(str, data['missing']))}")
     return "\n".join(lines)
+
+
+def format_validation_error(exc: ValidationError, *, limit: int = 5) -> str:
+    """One plain line per pydantic error: ``field: message`` (no input echo, no errors.pydantic.dev URL).
+
+    At most ``limit`` errors are listed, then ``... N more``; used by the CLI and the MCP edge.
+    """
+    parts = []
+    errors = exc.errors(include_url=False)
+    for err in errors[:limit]:
+        loc = ".".join(str(x) for x in err.get("loc", ())) or "value"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    if len(errors) > limit:
+        parts.append(f"... {len(errors) - limit} more")
+    return "; ".join(parts)
+
+
+def plain_argument_errors(server: Any) -> None:
+    """Make a tool call with invalid arguments answer ``[invalid_arguments] <tool>: field: message; ...``.
+
+    The SDK validates arguments against the tool's signature before our :func:`tool_edge` runs and
+    answers with the raw pydantic dump; this wraps ``server.call_tool`` (which the SDK's request
+    handler calls) and replaces that ToolError with a plain one. Other errors pass unchanged.
+    """
+    inner = server.call_tool
+
+    async def call_tool(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await inner(name, arguments, context)
+        except ToolError as err:
+            cause = err.__cause__
+            if isinstance(err, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            raise ToolError(f"[invalid_arguments] {name}: {format_validation_error(cause)}") from None
+
+    server.call_tool = call_tool
 
 
 def _summarize(args: dict[str, Any]) -> dict[str, Any]:

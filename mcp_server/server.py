@@ -29,7 +29,7 @@ import harness
 from harness.config import Settings
 from harness.errors import InputError
 from harness.logging import get_logger
-from mcp_server.edge import format_error, tool_edge
+from mcp_server.edge import format_error, plain_argument_errors, tool_edge
 from mcp_server.jobs import Job, Limits
 from mcp_server.models import CancelResult, JobStatus, TaskInfo
 from mcp_server.state import ServerState, need
@@ -65,10 +65,16 @@ PathArg = Annotated[str, Field(description="path of the candidate .cu file, rela
 
 
 def _resolve_suite(state: ServerState, suite: str | None) -> str:
-    """A built-in suite name as is, else a suite .toml inside the workspace; validated by load_suite."""
+    """A built-in suite name as is, else a suite .toml inside the workspace; validated by load_suite.
+
+    A value that is not a path (no ``/`` and no ``.toml`` suffix) is a suite name: an unknown one gets
+    harness.scenarios' own message (``unknown suite ...: use one of full, production, quick ...``), the
+    same as the CLI.
+    """
     scenarios = need("harness.scenarios")
     name = (suite or state.settings.suite).strip()
-    if name not in scenarios.list_suites():
+    looks_like_path = "/" in name or "\\" in name or name.endswith(".toml")
+    if name not in scenarios.list_suites() and looks_like_path:
         name = str(state.resolve_file(name, suffix=".toml"))
     scenarios.load_suite(name)  # InputError on a bad suite, before any work starts
     return name
@@ -341,6 +347,7 @@ def build_server(settings: Settings | None = None, *, limits: Limits | None = No
     register_core_tools(server, state)
     register_question_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
     register_resources(server, state)
+    plain_argument_errors(server)
     server.attnq_state = state  # type: ignore[attr-defined]
     return server
 

@@ -14,6 +14,8 @@ from mcp.server import MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS
+
 from mcp_server.models import AskedSummary, AttemptSummary, CampaignStatus, ClaimSummary, QuestionList
 from mcp_server.state import ServerState, need
 from mcp_server.task import goal
@@ -127,7 +129,7 @@ def register_question_tools(server: MCPServer, state: ServerState, *, edge: Call
     @server.tool(annotations=RECORDING)
     @edge("add_question")
     async def add_question(
-        text: Annotated[str, Field(min_length=5, max_length=500,
+        text: Annotated[str, Field(min_length=MIN_QUESTION_CHARS, max_length=MAX_QUESTION_CHARS,
                                    description="one short question, ending in '?', that helped or would help")],
         triggers: Annotated[list[Trigger] | None, Field(
             description="moments it fits (stall, declared_limit, declared_done, suspicious_win, churn)")] = None,

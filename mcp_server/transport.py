@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import socket
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -116,18 +117,52 @@ def run_http(settings: Settings, token: str, *, host: str = "127.0.0.1", port: i
              allow_remote: bool = False, limits: Limits | None = None, log_level: str = "warning") -> None:
     """Serve streamable HTTP at ``http://host:port/mcp``.
 
+    The socket is bound before the ``attnq MCP server: URL`` line is printed, so the line means the
+    server is listening; uvicorn then serves on that socket.
+
     Raises:
-        InputError: a non-loopback host without ``allow_remote``.
+        InputError: a non-loopback host without ``allow_remote``; the address cannot be bound (port in
+            use, no permission, unknown host).
     """
     import uvicorn
 
     if not is_loopback(host) and not allow_remote:
         raise InputError(f"--host {host} is not a loopback address: pass --allow-remote to serve other machines "
                          "(put TLS in front of it; the bearer token travels in every request)")
-    app = build_http_app(settings, token, host=host, limits=limits)
+    sock = bind_socket(host, port)
+    try:
+        app = build_http_app(settings, token, host=host, limits=limits)
+    except BaseException:
+        sock.close()
+        raise
     log.info("serve_http", host=host, port=port, workspace=str(settings.workspace))
     print(f"attnq MCP server: http://{host}:{port}/mcp (bearer token required)", file=sys.stderr, flush=True)
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level, log_config=None)
+        config = uvicorn.Config(app, host=host, port=port, log_level=log_level, log_config=None)
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
+        sock.close()
         app.attnq_state.close()
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (IPv6 when ``host`` is an IPv6 address), SO_REUSEADDR set.
+
+    Raises:
+        InputError: the address cannot be bound (``[Errno 98] Address already in use`` and the like).
+    """
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+        family, _, _, _, addr = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except (OSError, IndexError) as exc:
+        raise InputError(f"cannot serve on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock

@@ -24,6 +24,10 @@ from questions.bank import LAYERS, TRIGGERS, Provenance, Question
 SIMILAR_RATIO = 0.9
 PROMOTE_CAMPAIGNS = 2
 DEFAULT_LAYER = "search_strategy"
+#: Length bounds of a question a person adds (characters, after whitespace is collapsed); the MCP
+#: ``add_question`` tool and ``attnq questions add`` use the same bounds.
+MIN_QUESTION_CHARS = 5
+MAX_QUESTION_CHARS = 500
 
 
 class HumanQuestionResult(BaseModel):

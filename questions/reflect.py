@@ -119,7 +119,7 @@ def _check(trigger: str, store: CampaignStore, settings: Settings) -> TriggerHit
     if trigger == "churn":
         return check_churn(attempts)
     if trigger == "declared_done":
-        return check_goal(attempts)
+        return check_goal(attempts, settings.goal_speedup)
     return limit_evidence(attempts)
 
 
@@ -173,7 +173,7 @@ def declare(store: CampaignStore, bank: Bank, kind: Literal["limit", "done"], te
     if not text:
         raise InputError("a claim needs its text (what the agent claims, in its words)")
     attempts = store.attempts(with_source=False)
-    goal = check_goal(attempts)
+    goal = check_goal(attempts, settings.goal_speedup)
     goal_met = bool(goal.data.get("goal_met", False))
     goal_txt = goal.evidence
     trigger = "declared_done" if kind == "done" else "declared_limit"

@@ -301,12 +301,26 @@ def _goal_gap(v: Any) -> tuple[float | None, str]:
     return g, against
 
 
-def check_goal(attempts: Sequence[AttemptRecord]) -> TriggerHit:
+def _held_to_goal(a: AttemptRecord, min_speedup: float | None) -> AttemptRecord:
+    """``a`` with its verdict's goal marked unmet when it was verified against a goal below ``min_speedup``."""
+    v = a.verdict
+    if min_speedup is None or v is None or not v.goal.met or v.goal.min_speedup >= min_speedup:
+        return a
+    goal = v.goal.model_copy(update={"met": False, "min_speedup": min_speedup, "reason":
+                                     f"verified against a goal of {v.goal.min_speedup:g}x, below the campaign's "
+                                     f"{min_speedup:g}x"})
+    return a.model_copy(update={"verdict": v.model_copy(update={"goal": goal})})
+
+
+def check_goal(attempts: Sequence[AttemptRecord], min_speedup: float | None = None) -> TriggerHit:
     """Goal check for ``declared_done``: ``fired`` is True when the goal is NOT met (the claim is premature).
 
     Uses ``Verdict.goal`` of the latest verified attempt (any attempt with a verdict) and of the best
-    one; when not met the evidence names the failing scenarios (``Verdict.failed``) or the gap.
+    one; when not met the evidence names the failing scenarios (``Verdict.failed``) or the gap. A
+    verdict whose goal was set below ``min_speedup`` (the campaign's goal, Settings.goal_speedup)
+    does not count as meeting it.
     """
+    attempts = [_held_to_goal(a, min_speedup) for a in attempts]
     with_v = [a for a in attempts if a.verdict is not None]
     if not with_v:
         return TriggerHit(trigger="declared_done", fired=True, data={"goal_met": False},

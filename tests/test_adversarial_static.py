@@ -137,6 +137,15 @@ def test_policy_class_is_refused_by_name(builds: dict, entry: dict[str, Any]) ->
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("entry", DEFAULT_REFUSED, ids=_ids(DEFAULT_REFUSED))
+def test_runtime_demo_is_still_refused_by_default_policy(builds: dict, entry: dict[str, Any]) -> None:
+    """Classes verified with policy = false (to exercise a runtime defense) are refused by the default policy."""
+    got = builds[(entry["file"], True)]
+    assert isinstance(got, PolicyError), f"{entry['file']}: expected PolicyError, got {got!r}"
+    assert any(name in got.message for name in entry["refused_by_default"]), got.message
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", [*BUILT, MANIFEST_DATA["control"]], ids=[*_ids(BUILT), "control"])
 def test_runtime_class_compiles_cleanly(builds: dict, entry: dict[str, Any]) -> None:
     """Every kernel the GPU test verifies builds without errors or warnings and exports the ABI."""

@@ -366,3 +366,16 @@ k.cu(20): error: identifier "foo" is undefined
         ("k.cu", 20, None, "error"), ("helper.h", 3, 10, "error"), ("ptxas", None, None, "error"),
         ("k.cu", 12, None, "warning")]
     assert "too much shared data" in d[2].message
+
+
+def test_replaced_cache_library_is_rebuilt_not_trusted(tmp_path: Path) -> None:
+    """A cached library swapped after it was checked (e.g. by a build without the policy) is not
+    returned as a hit: the hash is checked on every hit and the entry is rebuilt."""
+    first = compile_kernel(DATA / "tiny.cu", cache_dir=tmp_path)
+    lib = Path(first.library)
+    lib.write_bytes(lib.read_bytes() + b"\0tampered")
+    again = compile_kernel(DATA / "tiny.cu", cache_dir=tmp_path)
+    assert not again.cache_hit
+    assert again.build_hash == hashlib.sha256(Path(again.library).read_bytes()).hexdigest()
+    assert b"tampered" not in Path(again.library).read_bytes()
+    assert compile_kernel(DATA / "tiny.cu", cache_dir=tmp_path).cache_hit

@@ -177,3 +177,16 @@ def test_raise_violations_names_first_and_counts() -> None:
         raise_violations(vs)
     assert "`dlopen`" in exc.value.message and "1 more" in exc.value.message
     assert [v["name"] for v in exc.value.details["violations"]] == ["dlopen", "fork"]
+
+
+def test_driver_entry_points_only_for_literal_tensor_map_names() -> None:
+    from harness.policy import scan_driver_entry_points
+
+    ok = 'cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &st);'
+    assert scan_driver_entry_points(ok, "k.cu") == []
+    for bad in ('cudaGetDriverEntryPointByVersion("cuStreamCreate", &fn, 12000, 0, &st);',
+                "cudaGetDriverEntryPoint(name, &fn, 0, &st);",
+                "#define ENTRY cudaGetDriverEntryPoint\nENTRY(\"cuTensorMapEncodeTiled\", &fn, 0, &st);",
+                "auto f = &cudaGetDriverEntryPoint;"):
+        got = scan_driver_entry_points("int x;\n" + bad, "k.cu")
+        assert got and got[0].line >= 2 and "cuTensorMap" in got[0].reason, bad

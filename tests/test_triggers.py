@@ -140,6 +140,11 @@ def test_goal_check_names_failures_or_gap(tmp_path: Path) -> None:
     met = check_goal(atts)
     assert not met.fired and met.data["goal_met"] is True and "goal met by #4" in met.evidence
     assert check_goal([]).fired
+    # a verdict whose own goal was set below the campaign's does not meet the campaign's goal
+    own = atts[-1].verdict.goal.min_speedup
+    held = check_goal(atts, min_speedup=own * 2)
+    assert held.fired and held.data["goal_met"] is False
+    assert not check_goal(atts, min_speedup=own).fired
 
 
 def test_limit_evidence_reports_best_and_fraction_of_peak(tmp_path: Path) -> None:

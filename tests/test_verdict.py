@@ -27,7 +27,7 @@ def _res(i: int, group: str, orig_ms: float, cand_ms: float, *, correct: bool = 
 
 
 def _build(results, **kw):
-    opts = VerifyOptions(**kw)
+    opts = VerifyOptions(**{"goal_suite": "t", **kw})
     return build_verdict(results, suite_name="t", options=opts, source="k.cu", source_sha256="a" * 64,
                          build_hash="b" * 64, original_sha256="c" * 64, peak_tflops=790.0, physical_peak_tflops=1070.0)
 
@@ -83,3 +83,11 @@ def test_all_not_run_is_an_error() -> None:
 def test_policy_off_drops_policy_checks() -> None:
     v = _build([_res(0, "a", 1, 1)], policy=False)
     assert "symbol_policy" not in v.checks and "timed_output" in v.checks
+
+
+@pytest.mark.parametrize(("kw", "why"), [({"goal_suite": "full"}, "suite 't'"),
+                                         ({"scenario_ids": ["a/s0"]}, "subset"),
+                                         ({"policy": False}, "policy switched off")])
+def test_goal_is_judged_only_on_a_complete_goal_suite_run(kw, why) -> None:
+    v = _build([_res(0, "a", 4.0, 1.0)], **kw)
+    assert v.status == "correct" and not v.goal.met and why in v.goal.reason

@@ -47,7 +47,7 @@ def _short_name(name: str, width: int = 60) -> str:
 
 def format_result(res: CompileResult) -> str:
     """The human view: one table row per kernel, then cache, library and time lines."""
-    rows = [("kernel", "regs", "smem", "stack", "spill st/ld", "HGMMA", "HMMA", "FFMA", "LDL", "STL")]
+    rows = [("kernel", "regs", "smem(static)", "stack", "spill st/ld", "HGMMA", "HMMA", "FFMA", "LDL", "STL")]
     for k in res.kernels:
         s = k.sass
         mix = (str(s.hgmma), str(s.hmma), str(s.ffma), str(s.ldl), str(s.stl)) if s else ("-",) * 5

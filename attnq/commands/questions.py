@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from attnq.commands.reflect import add_common_args, open_bank, open_store, record_cli_event, settings_from
-from harness.errors import QuestionBankError
+from harness.errors import InputError, QuestionBankError
 from questions.bank import LAYERS, TRIGGERS, Bank, export_bank, import_bank, load_bank, load_bank_file, validate_bank
 
 
@@ -49,9 +49,13 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from questions.human import add_question
+    from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS, add_question
 
     started = time.monotonic()
+    n = len(" ".join(args.text.split()))
+    if not MIN_QUESTION_CHARS <= n <= MAX_QUESTION_CHARS:
+        raise InputError(f"the question must have {MIN_QUESTION_CHARS} to {MAX_QUESTION_CHARS} characters "
+                         f"(got {n})")
     _, store = open_store(args)
     with store:
         res = add_question(store, args.text, triggers=args.trigger, layer=args.layer)

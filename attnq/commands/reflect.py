@@ -29,10 +29,14 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(workspace=ws) if ws is not None else Settings()
 
 
-def open_store(args: argparse.Namespace) -> tuple[Settings, CampaignStore]:
-    """Settings and the workspace's campaign store (campaign from ``--campaign`` or the active one)."""
+def open_store(args: argparse.Namespace, *, create: bool = True) -> tuple[Settings, CampaignStore]:
+    """Settings and the workspace's campaign store (campaign from ``--campaign`` or the active one).
+
+    ``create=False`` (read-only commands): an unknown ``--campaign`` is refused (InputError listing the
+    known campaigns) instead of created. A ``--campaign`` that is not a slug is always refused.
+    """
     settings = settings_from(args)
-    return settings, CampaignStore.open(settings, campaign_id=getattr(args, "campaign", None))
+    return settings, CampaignStore.open(settings, campaign_id=getattr(args, "campaign", None), create=create)
 
 
 def open_bank(settings: Settings, store: CampaignStore) -> Bank:
@@ -59,8 +63,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(r.model_dump_json(indent=2))
     else:
-        head = f"[{r.trigger}]" if r.trigger else "[no trigger fired]"
-        print(f"{head} {r.evidence}")
+        if r.trigger:
+            print(f"[{r.trigger}] {r.evidence}")
+        else:  # the evidence of a general question already says "no trigger fired: ..."
+            print(r.evidence if r.evidence.startswith("no trigger fired") else f"[no trigger fired] {r.evidence}")
         print(f"question ({r.question_id}, {r.layer}): {r.question}")
     return 0
 

@@ -13,7 +13,7 @@ def _export(args: argparse.Namespace) -> int:
     from questions.trace import write_trace
 
     campaign = args.campaign  # None: every campaign
-    _, store = open_store(args)
+    _, store = open_store(args, create=False)
     with store:
         if args.output is None or str(args.output) == "-":
             write_trace(store, sys.stdout, fmt=args.format, campaign_id=campaign)
@@ -30,7 +30,7 @@ def _export(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from questions.trace import render_summary, summarize
 
-    _, store = open_store(args)
+    _, store = open_store(args, create=False)
     with store:
         summary = summarize(store, campaign_id=args.campaign, horizon=args.horizon)
     print(summary.model_dump_json(indent=2) if args.json else render_summary(summary))
