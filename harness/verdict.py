@@ -133,7 +133,8 @@ class Verdict(BaseModel):
     original_timing: Literal["measured", "cached", "none"] = "measured"
     checks: list[str] = Field(default_factory=list, description="named checks that ran")
     seed_draws: int = Field(default=2, description="random input draws per scenario")
-    wall_s: float = 0.0
+    wall_s: float = Field(default=0.0, description="whole verification, compiles included, s")
+    compile_s: float = Field(default=0.0, description="of which compiling the candidate and the original, s")
     message: str | None = Field(default=None, description="why the run ended early, if it did")
     scenarios: list[ScenarioResult] = Field(default_factory=list)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from harness.config import Settings
 from harness.errors import AttnqError
@@ -92,7 +93,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def serve_from_args(args: argparse.Namespace) -> int:
     """Run the server as the parsed flags say; returns an exit code (2 on a usable error)."""
     from mcp_server.transport import configure_server_logging, run_http, run_stdio
-
     from questions.bank import load_bank
 
     configure_server_logging(getattr(args, "log_level", None))
@@ -124,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as err:
         msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3])
         print(f"attnq serve: invalid value: {msgs}", file=sys.stderr)
+        return 2
+    except (SettingsError, OSError) as err:  # a bad ATTNQ_* variable; an unusable path
+        text = f"{err.strerror}: {err.filename}" if isinstance(err, OSError) and err.filename else str(err)
+        print(f"attnq serve: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -14,11 +14,17 @@ from mcp.server import MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS
-
-from mcp_server.models import AskedSummary, AttemptSummary, CampaignStatus, ClaimSummary, QuestionList
+from harness.errors import InputError
+from mcp_server.models import (
+    AskedSummary,
+    AttemptSummary,
+    CampaignStatus,
+    ClaimSummary,
+    QuestionList,
+)
 from mcp_server.state import ServerState, need
 from mcp_server.task import goal
+from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS
 
 # The questions layer is another part's; a partial install still serves the other tools, with
 # plain JSON objects as structured output instead of the models.
@@ -139,6 +145,11 @@ def register_question_tools(server: MCPServer, state: ServerState, *, edge: Call
         """Add a question to the campaign's record of human/agent questions. A question asked in two or more
         campaigns (same text after normalization, or nearly) is promoted into the bank and can then be asked
         by reflect. With an HTTP server shared by a team, this is how the team's bank grows."""
+
+        clean = " ".join(text.split())
+        if len(clean) < MIN_QUESTION_CHARS:  # the same bound as `attnq questions add`, after blanks collapse
+            raise InputError(f"the question must have {MIN_QUESTION_CHARS} to {MAX_QUESTION_CHARS} characters "
+                             f"(got {len(clean)})")
 
         def run() -> Any:
             mod = need("questions.human")

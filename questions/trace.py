@@ -161,8 +161,10 @@ def render_summary(summary: TraceSummary) -> str:
         for q in c.questions:
             follow = ("pending" if q.improved is None else
                       f"improved to {q.best_after:.2f}x" if q.improved else "no improvement")
+            known = any(p.best_geomean for p in c.best_over_time if p.seq <= q.attempt_seq)
+            before = f"{q.best_before:.2f}x" if known else "-"
             lines.append(f"  after #{q.attempt_seq} [{q.trigger or 'general'}] {q.question_id}: "
-                         f"best {q.best_before:.2f}x -> {follow} (next {summary.horizon})")
+                         f"best {before} -> {follow} (next {summary.horizon})")
         for cl in c.claims:
             lines.append(f"  claim {cl['kind']} after #{cl['attempt_seq']}: {cl['text']!r} (goal met: {cl['goal_met']})")
     return "\n".join(lines) if lines else "no campaigns"

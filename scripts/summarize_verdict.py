@@ -13,7 +13,7 @@ if "status" not in v:
     raise SystemExit(0)
 gm = v.get("geomean_speedup")
 parts = [f"{v['status']} {v['num_correct']}/{v['num_scenarios']}", f"geomean {gm:.3f}x" if gm else "geomean -",
-         f"wall {v.get('wall_s', 0):.1f}s"]
+         f"wall {v.get('wall_s', 0):.1f}s (compile {v.get('compile_s', 0):.1f}s)"]
 parts += [f"vs {a} {x:.3f}x" for a, x in v.get("geomean_vs_anchor", {}).items()]
 fails = {}
 for r in v["scenarios"]:

@@ -7,9 +7,24 @@ import json
 import time
 from pathlib import Path
 
-from attnq.commands.reflect import add_common_args, open_bank, open_store, record_cli_event, settings_from
+from attnq.commands.reflect import (
+    add_common_args,
+    open_bank,
+    open_store,
+    record_cli_event,
+    settings_from,
+)
 from harness.errors import InputError, QuestionBankError
-from questions.bank import LAYERS, TRIGGERS, Bank, export_bank, import_bank, load_bank, load_bank_file, validate_bank
+from questions.bank import (
+    LAYERS,
+    TRIGGERS,
+    Bank,
+    export_bank,
+    import_bank,
+    load_bank,
+    load_bank_file,
+    validate_bank,
+)
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -76,7 +76,7 @@ def format_verdict(v: Verdict) -> str:
         lines.append(f"flag {f.kind}: {f.scenario_id or ''} {f.message}")
     if v.message:
         lines.append(f"ended early: {v.message}")
-    lines.append(f"wall {v.wall_s:.1f} s; peak (bf16 matmul, measured) {v.peak_tflops or 0:.0f} TFLOP/s; "
+    lines.append(f"wall {v.wall_s:.1f} s (compile {v.compile_s:.1f} s); peak (bf16 matmul, measured) {v.peak_tflops or 0:.0f} TFLOP/s; "
                  f"physical {v.physical_peak_tflops or 0:.0f} TFLOP/s")
     return "\n".join(lines)
 

@@ -1,0 +1,83 @@
+"""MCP tool errors are plain: invalid arguments name the field and the problem (no pydantic dump, no
+errors.pydantic.dev URL), an unknown suite gets the CLI's message, and add_question's length bound is the
+one ``attnq questions add`` uses. Runs the server in process through the SDK's own client."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+from mcp.client import Client
+
+from harness import ORIGINAL_KERNEL
+from harness.config import Settings
+from mcp_server.server import build_server
+from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def call_tools(ws: Path, calls: list[tuple[str, dict]]) -> list:  # type: ignore[type-arg]
+    """Call each (tool, arguments) in one in-process client session; the results in order."""
+    server = build_server(Settings(workspace=ws))
+
+    async def main() -> list:  # type: ignore[type-arg]
+        async with Client(server) as client:
+            return [await client.call_tool(name, args) for name, args in calls]
+
+    try:
+        return anyio.run(main)
+    finally:
+        server.attnq_state.close()  # type: ignore[attr-defined]
+
+
+def plain(result) -> str:  # type: ignore[no-untyped-def]
+    assert result.is_error, result.structured_content
+    text = result.content[0].text
+    assert "Traceback" not in text and "errors.pydantic.dev" not in text and "type=" not in text, text
+    assert "validation error for" not in text and "input_value" not in text, text
+    return text
+
+
+def test_invalid_arguments_are_plain(tmp_path: Path) -> None:
+    declare_bad, declare_missing, short, long_, anchors = call_tools(tmp_path, [
+        ("declare", {"kind": "bogus", "text": "I am done"}),
+        ("declare", {"kind": "done"}),
+        ("add_question", {"text": "abc"}),
+        ("add_question", {"text": "x" * (MAX_QUESTION_CHARS + 1)}),
+        ("verify_kernel", {"path": "k.cu", "anchors": ["foo"]}),
+    ])
+    t = plain(declare_bad)
+    assert t.startswith("[invalid_arguments] declare: kind: ") and "'limit' or 'done'" in t, t
+    assert plain(declare_missing) == "[invalid_arguments] declare: text: Field required"
+    assert f"at least {MIN_QUESTION_CHARS} characters" in plain(short)
+    assert f"at most {MAX_QUESTION_CHARS} characters" in plain(long_)
+    assert plain(anchors).startswith("[invalid_arguments] verify_kernel: anchors.0: ")
+
+
+def test_question_length_bound_is_shared_with_the_cli(tmp_path: Path) -> None:
+    text = "w" * MIN_QUESTION_CHARS
+    ok, too_short, padded = call_tools(tmp_path, [("add_question", {"text": text}),
+                                                  ("add_question", {"text": text[:-1]}),
+                                                  ("add_question", {"text": "  " + text[:-1] + "   "})])
+    assert not ok.is_error, ok.content[0].text
+    assert too_short.is_error
+    assert f"{MIN_QUESTION_CHARS} to {MAX_QUESTION_CHARS} characters (got {MIN_QUESTION_CHARS - 1})" in plain(padded)
+    cli = subprocess.run([sys.executable, "-m", "attnq", "questions", "add", text[:-1], "--workspace", str(tmp_path)],
+                         check=False, capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 2 and f"{MIN_QUESTION_CHARS} to {MAX_QUESTION_CHARS}" in cli.stderr
+
+
+def test_unknown_suite_matches_the_cli(tmp_path: Path) -> None:
+    shutil.copy(ORIGINAL_KERNEL, tmp_path / "k.cu")
+    by_name, by_path = call_tools(tmp_path, [("verify_kernel", {"path": "k.cu", "suite": "nosuch"}),
+                                             ("verify_kernel", {"path": "k.cu", "suite": "sub/nosuch.toml"})])
+    cli = subprocess.run([sys.executable, "-m", "attnq", "scenarios", "--suite", "nosuch"],
+                         check=False, capture_output=True, text=True, timeout=60)
+    cli_message = cli.stderr.strip().removeprefix("attnq scenarios: ")
+    assert cli.returncode == 2 and cli_message.startswith("unknown suite 'nosuch'")
+    assert cli_message in plain(by_name)
+    assert "no such file in the workspace" in plain(by_path)  # a path stays a workspace path
