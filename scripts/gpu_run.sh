@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
-#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast mcp
+#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq mcp
 # Logs and JSON verdicts go under $OUT (default ./gpu-out). Wheels the box lacks travel in .whl/
 # (see ../shared/gpu/fetch-wheels.sh); they are installed to /tmp/site first.
 set -uo pipefail
@@ -59,6 +59,9 @@ for step in $steps; do
       ATTNQ_ADV_TABLE=$OUT/adversarial_table.md python3 -m pytest -q -m gpu tests/gpu/test_adversarial.py -p no:cacheprovider 2>&1 \
         | tee "$OUT/logs/adversarial.log" | tail -25
       note "adversarial: $(tail -1 "$OUT/logs/adversarial.log")" ;;
+    fastq)
+      attnq verify kernels/attn_fast.cu --suite quick --no-record --json > "$OUT/logs/fast_quick.json" 2> "$OUT/logs/fast_quick.err"
+      note "fast quick: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fast_quick.json")" ;;
     fast)
       attnq verify kernels/attn_fast.cu --suite full --anchors flash,cudnn --json > "$OUT/logs/fast_full.json" 2> "$OUT/logs/fast_full.err"
       note "fast full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fast_full.json")" ;;
