@@ -334,7 +334,8 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
                             source_sha256=cand.source_sha256, build_hash=cand.build_hash,
                             original_sha256=orig.build_hash, gpu=info.get("gpu", ""),
                             peak_tflops=job.peak_tflops or info.get("peak_tflops"),
-                            physical_peak_tflops=info.get("physical_peak_tflops"))
+                            physical_peak_tflops=info.get("physical_peak_tflops"),
+                            goal_ids=set(load_suite(options.goal_suite).ids()))
     verdict.wall_s = round(time.monotonic() - t0, 2)
     verdict.compile_s = round(compile_s, 2)
     verdict.message = ended
@@ -344,10 +345,13 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
 
 def build_verdict(results: list[ScenarioResult], *, suite_name: str, options: VerifyOptions, source: str,
                   source_sha256: str, build_hash: str, original_sha256: str, gpu: str = "",
-                  peak_tflops: float | None = None, physical_peak_tflops: float | None = None) -> Verdict:
+                  peak_tflops: float | None = None, physical_peak_tflops: float | None = None,
+                  goal_ids: set[str] | None = None) -> Verdict:
     """Summarize per-scenario results: geomeans (overall, per group, vs anchors), worst, goal, flags.
 
-    Geomeans run over correct scenarios only; the goal needs every scenario correct.
+    Geomeans run over correct scenarios only. The goal needs every scenario correct, the policy on, and
+    the run's scenario ids equal to ``goal_ids`` (the goal suite's; ids derive from the shapes, so a
+    suite file cannot pass for the goal suite by its name). ``goal_ids=None`` skips that comparison.
     """
     ok = [r for r in results if r.correct and r.speedup]
     failed = [r.id for r in results if not r.correct]
@@ -378,8 +382,11 @@ def build_verdict(results: list[ScenarioResult], *, suite_name: str, options: Ve
                               message=f"IQR {100 * r.candidate.iqr_ms / r.candidate.median_ms:.0f}% of the median"))
     goal = Goal(against=options.goal_against, min_speedup=options.goal_speedup)
     measure = gm if options.goal_against == "original" else vs_anchor.get(options.goal_against)
+    ran = {r.id for r in results}
     partial = [why for cond, why in (
-        (suite_name != options.goal_suite, f"suite {suite_name!r} (the goal suite is {options.goal_suite!r})"),
+        (goal_ids is not None and ran != goal_ids,
+         f"suite {suite_name!r}: {len(ran & (goal_ids or set()))} of the {len(goal_ids or ())} scenarios of the goal "
+         f"suite {options.goal_suite!r}" + (f" and {len(ran - goal_ids)} others" if goal_ids and ran - goal_ids else "")),
         (bool(options.scenario_ids), "a subset of scenarios (--scenario)"),
         (not options.policy, "the source/symbol policy switched off"),
     ) if cond]
