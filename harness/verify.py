@@ -9,6 +9,7 @@ holds a per-GPU lock so that one verification runs at a time on a GPU, across pr
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import hashlib
 import json
@@ -76,10 +77,37 @@ class VerifyProgress(BaseModel):
 ProgressFn = Callable[[VerifyProgress], None]
 
 
+def _driver_device(gpu: int) -> tuple[str, int, int] | None:
+    """``(key, major, minor)`` of CUDA device ``gpu`` through the driver API (libcuda, ~10 ms), or None
+    when the driver, the device or any call is unavailable. Saves the parent process importing torch
+    (~2 s per verification); the worker alone needs torch."""
+    try:
+        cu = ctypes.CDLL("libcuda.so.1")
+        count, dev, major, minor, version = (ctypes.c_int() for _ in range(5))
+        name, uuid = ctypes.create_string_buffer(256), ctypes.create_string_buffer(16)
+        ok = (cu.cuInit(0) == 0 and cu.cuDeviceGetCount(ctypes.byref(count)) == 0 and 0 <= gpu < count.value
+              and cu.cuDeviceGet(ctypes.byref(dev), gpu) == 0
+              # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76 (cuda.h)
+              and cu.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) == 0
+              and cu.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) == 0
+              and cu.cuDeviceGetName(name, 256, dev) == 0
+              and (getattr(cu, "cuDeviceGetUuid_v2", None) or cu.cuDeviceGetUuid)(uuid, dev) == 0
+              and cu.cuDriverGetVersion(ctypes.byref(version)) == 0)
+    except (OSError, AttributeError):
+        return None
+    if not ok:
+        return None
+    return f"{name.value.decode(errors='replace')}|{uuid.raw.hex()}|{version.value}", major.value, minor.value
+
+
 def _require_gpu(arch: str, gpu: int, library: str) -> str:
-    """Return a short device description, or raise NoGpuError (distinct exit code, no traceback)."""
+    """Return a key naming the device (for the peak cache), or raise NoGpuError (distinct exit code, no
+    traceback). The driver API answers the common case; torch confirms every negative answer."""
     want = arch.removeprefix("sm_").rstrip("a")
     need = f"compute capability {want[:-1]}.{want[-1]}" if want.isdigit() else arch
+    found = _driver_device(gpu)
+    if found is not None and (not want.isdigit() or f"{found[1]}{found[2]}" == want):
+        return found[0]
     prefix = f"the build succeeded ({library}), but verification needs an NVIDIA GPU that runs {arch} ({need})"
     try:
         import torch

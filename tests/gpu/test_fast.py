@@ -17,6 +17,8 @@ bit-identical across two calls (the harness requires determinism).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -26,7 +28,9 @@ from tests.gpu.kernel_check import BF, FP, Case, assert_refuses_unknown_dtype, b
 
 pytestmark = pytest.mark.gpu
 
-FAST_KERNEL = KERNELS_DIR / "attn_fast.cu"
+# ATTNQ_FAST_KERNEL=path (absolute, or relative to the repository root) points these tests at another
+# version of the fast kernel (kernels/campaigns/fast-kernel/attn_fast_v3.cu); default kernels/attn_fast.cu.
+FAST_KERNEL = KERNELS_DIR.parent / os.environ.get("ATTNQ_FAST_KERNEL", "kernels/attn_fast.cu")
 
 CASES = [
     Case("len1_d64_bf16", 1, 1, 1, 1, 1, 64, True, BF),
