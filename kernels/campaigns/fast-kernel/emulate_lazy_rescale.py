@@ -11,6 +11,8 @@ fp16/bf16, v ~ N(0,1), softmax_scale = factor / sqrt(d)) for ``rows`` query rows
   max did not grow), l *= alpha and o *= alpha always (consistent).
 * v2: same alpha, l *= alpha always, but o *= alpha only when some row of the warp got a larger max
   (``__any_sync(mx != m_old)``): l and o drift apart by alpha^N.
+* v2_nofma: v2 without the FFMA contraction (alpha argument fl(m_old*sl2) - fl(mx*sl2) = 0 when equal):
+  what the v2 desk check (float64) effectively verified.
 * v3: alpha = 1 exactly when the max did not grow (select), o rescale skipped iff every alpha of the warp is
   exactly 1.0f: skipping is then bit-identical to multiplying.
 
@@ -69,7 +71,10 @@ def emulate(variant: str, s: np.ndarray, v: np.ndarray, sl2: F32, sub: int, warp
             mx = np.maximum(m, st.max(axis=1))
             ms = np.where(mx == -np.inf, F32(0), f32(mx.astype(np.float64) * sl2_64))
             # FFMA(m_old, sl2, -ms): exact product, one rounding (the fp32 operands make float64 exact here)
-            arg = f32(m.astype(np.float64) * sl2_64 - ms.astype(np.float64))
+            if variant == "v2_nofma":  # what v2 meant: fl(m_old * sl2) - fl(mx * sl2), 0 when equal
+                arg = f32(f32(m.astype(np.float64) * sl2_64).astype(np.float64) - ms.astype(np.float64))
+            else:
+                arg = f32(m.astype(np.float64) * sl2_64 - ms.astype(np.float64))
             alpha = ex2(arg)
             if variant == "v3":
                 alpha = np.where(mx == m, F32(1), alpha)
@@ -79,7 +84,7 @@ def emulate(variant: str, s: np.ndarray, v: np.ndarray, sl2: F32, sub: int, warp
         if variant in ("original", "v1"):
             o = f32(o.astype(np.float64) * alpha[:, None])
         else:
-            if variant == "v2":
+            if variant in ("v2", "v2_nofma"):
                 row_flag = mx != m
             else:  # v3: rescale iff some alpha of the warp is not exactly 1
                 row_flag = alpha != F32(1)
@@ -122,6 +127,7 @@ def main() -> None:
     res = {"original": emulate("original", s, v, sl2, 64, 16, a.dtype)}
     res["v1"] = emulate("v1", s, v, sl2, 64, 16, a.dtype)
     res["v2"] = emulate("v2", s, v, sl2, sub, warp_rows, a.dtype)
+    res["v2_nofma"] = emulate("v2_nofma", s, v, sl2, sub, warp_rows, a.dtype)
     res["v3"] = emulate("v3", s, v, sl2, sub, warp_rows, a.dtype)
     err_orig = float(np.abs(res["original"][0] - ref).max())
     tol = 2 * err_orig + 1e-4 * scale_o

@@ -15,7 +15,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from frag import ldmatrix_x4, mma  # PTX layouts (checked by the v1 desk check)
 rng = np.random.default_rng(1)
 
-def run(D, MI, KSUB, sq, sk, causal, warp=1, bad=None, BN=64, lazy=None, rule='v3', resid=0.0):
+def run(D, MI, KSUB, sq, sk, causal, warp=1, bad=None, BN=64, lazy=None, rule='v3', resid=0.0, seed=None):
+    global rng
+    if seed is not None:  # same inputs for the lazy / eager comparison
+        rng = np.random.default_rng(seed)
     lazy = KSUB > 1 if lazy is None else lazy  # v3: lazy on the sub-tiled d128 shape only
     LDS = D + 8; WM = 16 * MI; BM = WM * (warp + 1)
     SUBN = BN // KSUB; NS = SUBN // 8; KD = D // 16; NO = D // 8
@@ -112,6 +115,7 @@ def run(D, MI, KSUB, sq, sk, causal, warp=1, bad=None, BN=64, lazy=None, rule='v
                     row = mi * 16 + g[ln] + rr * 8
                     O[row, n * 8 + 2 * t4[ln]:n * 8 + 2 * t4[ln] + 2] = o_acc[mi, n, ln, 2 * rr:2 * rr + 2] * inv[ln]
                     lse[row] = lv[ln]
+    run.last_O = O.copy()
     # reference for the warp's rows
     rows = np.arange(warp * WM, warp * WM + WM)
     ok = True
@@ -134,11 +138,20 @@ for c in [(128, 2, 1, 130, 190, True), (64, 2, 1, 100, 170, False)]:
     r = run(*c, lazy=True); print('ok lazy' if r else 'FAIL lazy', c); assert r
 # causal sq > sk (rows with no key keep m = -inf: v3 gives them alpha = 1, never a forced rescale), lazy on
 # the 8 x 16 shapes too (ATTN_LAZY_WIDE=1), and the FFMA residual: v3 exact, v2 drifts (the GPU failure).
-r = run(128, 2, 2, 150, 40, True, lazy=True, resid=1e-6); print('ok v3 lazy + FFMA residual, sq > sk' if r else 'FAIL'); assert r
-for c in [(128, 2, 2, 64, 1000, False), (128, 2, 2, 300, 1000, True), (256, 1, 1, 64, 700, True)]:
-    r = run(*c, lazy=True, resid=1e-6); print('ok v3 lazy + FFMA residual' if r else 'FAIL', c); assert r
-    r = run(*c, lazy=True, resid=1e-6, rule='v2'); print('v2 rule + FFMA residual', 'caught' if not r else 'NOT caught', c)
-    assert not r
+# With a residual, eager (v1) and lazy results carry the same small error (the old sums are rebased by
+# 2^(r_old) once per max growth); the lazy skip must not add to it: v3 lazy == v3 eager bit for bit,
+# v2 lazy != v2 eager (its l got alpha^N that o never saw).
+for c in [(128, 2, 2, 150, 40, True), (128, 2, 2, 64, 1000, False), (128, 2, 2, 300, 1000, True),
+          (256, 1, 1, 64, 700, True)]:
+    outs = {}
+    for rule in ('v3', 'v2'):
+        for lz in (True, False):
+            run(*c, lazy=lz, resid=1e-6, rule=rule, seed=7); outs[rule, lz] = run.last_O
+    d3 = np.abs(outs['v3', True] - outs['v3', False]).max(); d2 = np.abs(outs['v2', True] - outs['v2', False]).max()
+    print(f'FFMA residual 1e-6 {c}: max|lazy - eager| v3 {d3:.3g} (must be 0), v2 {d2:.3g}')
+    assert d3 == 0.0
+    if c[4] >= 700:
+        assert d2 > 1e-7
 for bad in ['pf', 'c0k', 'c0v', 'lazy']:
     r = run(128, 2, 2, 100, 200, True, bad=bad); print('mutant', bad, 'detected' if not r else 'NOT DETECTED'); assert not r
 print('all good')
