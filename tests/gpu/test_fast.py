@@ -62,6 +62,8 @@ CASES = [
     Case("decode_q1_k512_b128_d128_bf16", 128, 1, 512, 32, 8, 128, False, BF),
     Case("large_logits_causal_d128_fp16", 1, 239, 239, 4, 2, 128, True, FP, magnitude=6.0),
     Case("large_logits_decode_d192_bf16", 1, 1, 4000, 4, 1, 192, False, BF, magnitude=6.0),
+    # long rows with large logits in fp16: where a rescale that is not exactly 1 drifts (v2's bug)
+    Case("large_logits_s16k_d128_fp16", 1, 16384, 16384, 2, 2, 128, False, FP, magnitude=6.0),
     Case("q_slice_causal_d128_bf16", 2, 113, 113, 4, 2, 128, True, BF, layout="q_slice"),
     Case("misaligned_fallback_d96_fp16", 1, 77, 91, 4, 2, 96, True, FP, layout="misaligned"),
 ]

@@ -1,7 +1,9 @@
 // attn_fast_v3.cu — FlashAttention-2-style forward kernel for Hopper (sm_90a), hand-written mma.sync/PTX.
 // v3 = v2 (4 warps x 32 rows d128 with two 32-key sub-tiles, lazy o rescale, early P packing, fixed-chunk
 // K/V loads) + the fix of v2's fp16 large-logit failures (the online-softmax alpha is exactly 1 when the row
-// max did not grow; the lazy skip is decided on alpha itself) + lazy rescale on the d128 sub-tiled shape only.
+// max did not grow; the lazy skip is decided on alpha itself) + lazy rescale on the d128 sub-tiled shape only
+// + one __syncthreads per K/V tile (ATTN_ONE_BARRIER) + causal warp skip of fully masked sub-tiles
+// (ATTN_CAUSAL_WARP_SKIP). Each v3 change has a compile-time switch (defaults = v3) for A/B runs.
 // UNVERIFIED on a GPU when written; see kernels/campaigns/fast-kernel/README.md (cause, evidence, predictions).
 //
 // Design (see kernels/NOTES.md for the bounds, predictions and measured outcomes of v1/v2):
@@ -40,6 +42,9 @@ constexpr int kBN = 64;  // keys per tile
 #endif
 #ifndef ATTN_ONE_BARRIER
 #define ATTN_ONE_BARRIER 1  // v3: one __syncthreads per K/V tile (prefetch issued after it); 0: v1/v2's two
+#endif
+#ifndef ATTN_CAUSAL_WARP_SKIP
+#define ATTN_CAUSAL_WARP_SKIP 1  // v3: a warp skips (sub-)tiles that are fully masked for all its rows
 #endif
 #ifndef ATTN_LAZY_WIDE
 #define ATTN_LAZY_WIDE 0  // 1: lazy o rescale also on the 8-warp d192/d256 CTAs (v2's choice)
@@ -338,6 +343,20 @@ __global__ void __launch_bounds__(NW * 32, MinBlocks<D, NW, MI>::value) attn_fwd
     const int n_tiles = (ke - ks + BN - 1) / BN;
     // A warp whose rows are all padding (decode: R < BM) only helps load K/V.
     const bool warp_active = m0 + warp * WM < p.R;
+#if ATTN_CAUSAL_WARP_SKIP
+    // v3: causal warp skip. warp_lim = the largest key limit over the warp's rows (padding rows borrow the
+    // last valid row's limit). A sub-tile starting at or past it is fully masked for every row of the warp:
+    // S = -inf everywhere, so mx = m_old, alpha = 1 exactly (v3 rule), p = 0, rs = 0: processing it changes
+    // nothing, and the warp skips it (it still loads K/V and meets the barrier). Warp-uniform branch.
+    int warp_lim = sk;
+    if (p.causal) {
+        warp_lim = 0;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) warp_lim = max(warp_lim, max(row_limit(mi, 0), row_limit(mi, 1)));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) warp_lim = max(warp_lim, __shfl_xor_sync(0xffffffffu, warp_lim, o));
+    }
+#endif
     for (int it = 0; it < n_tiles; ++it) {
         const int n0 = ks + it * BN;
         const int buf = it & 1;
@@ -381,6 +400,9 @@ __global__ void __launch_bounds__(NW * 32, MinBlocks<D, NW, MI>::value) attn_fwd
 #pragma unroll
             for (int hs = 0; hs < KSUB; ++hs) {
                 const int c0 = hs * SUBN;  // first key of this sub-tile, relative to n0
+#if ATTN_CAUSAL_WARP_SKIP
+                if (n0 + c0 >= warp_lim) continue;  // no row of this warp sees a key of this sub-tile
+#endif
                 // ---- S = Q K^T (WM x SUBN per warp); each K fragment feeds MI mma rows
                 float sc[MI][NS][4];
 #pragma unroll

@@ -1,5 +1,6 @@
 # Fragment-level emulation (PTX ISA semantics) of one warp's S = Q K^T and O += P V in attn_fast.cu.
 import numpy as np
+
 rng = np.random.default_rng(0)
 def ldmatrix_x4(smem, lane_addr, trans):
     # smem: 1-D array of 16-bit elements; lane_addr[l]: element index of the row start given by lane l.

@@ -8,19 +8,23 @@
 # KSUB sub-tiles per 64-key tile, S = Q K^T with K ldmatrix at key offset c0, mask, online softmax with
 # P packed as pf[mi][n>>1][(n&1)*2+rr] = pack(e0,e1), O += P V with V ldmatrix.trans at key offset c0,
 # epilogue normalisation and lse.  Compared with a float64 softmax(QK^T*scale [+causal mask]) V.
-import sys
-import numpy as np
 import os
+import sys
+
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from frag import ldmatrix_x4, mma  # PTX layouts (checked by the v1 desk check)
+
 rng = np.random.default_rng(1)
 
-def run(D, MI, KSUB, sq, sk, causal, warp=1, bad=None, BN=64, lazy=None, rule='v3', resid=0.0, seed=None):
+def run(D, MI, KSUB, sq, sk, causal, warp=1, bad=None, BN=64, lazy=None, rule='v3', resid=0.0, seed=None,
+        nwarps=None, skip=False):
     global rng
     if seed is not None:  # same inputs for the lazy / eager comparison
         rng = np.random.default_rng(seed)
     lazy = KSUB > 1 if lazy is None else lazy  # v3: lazy on the sub-tiled d128 shape only
-    LDS = D + 8; WM = 16 * MI; BM = WM * (warp + 1)
+    LDS = D + 8; WM = 16 * MI; BM = WM * (warp + 1 if nwarps is None else nwarps)
     SUBN = BN // KSUB; NS = SUBN // 8; KD = D // 16; NO = D // 8
     scale = D ** -0.5; sl2 = scale * np.log2(np.e)
     Q = rng.standard_normal((sq, D)); K = rng.standard_normal((sk, D)); V = rng.standard_normal((sk, D))
@@ -42,6 +46,9 @@ def run(D, MI, KSUB, sq, sk, causal, warp=1, bad=None, BN=64, lazy=None, rule='v
     mask_from = min(sk, i_min + off + 1) if causal else sk
     o_acc = np.zeros((MI, NO, 32, 4)); m_run = np.full((MI, 2, 32), -np.inf); l_run = np.zeros((MI, 2, 32))
     n_tiles = (n_end + BN - 1) // BN
+    # v3 causal warp skip: largest key limit over the warp's rows (the kernel's shuffle max over 32 lanes)
+    warp_lim = max(int(row_limit(mi, rr).max()) for mi in range(MI) for rr in range(2)) if causal else sk
+    run.skipped = 0
     for it in range(n_tiles):
         n0 = it * BN
         sK = np.zeros(BN * LDS); sV = np.zeros(BN * LDS)
@@ -49,6 +56,9 @@ def run(D, MI, KSUB, sq, sk, causal, warp=1, bad=None, BN=64, lazy=None, rule='v
             if n0 + r < sk: sK[r * LDS:r * LDS + D] = K[n0 + r]; sV[r * LDS:r * LDS + D] = V[n0 + r]
         for hs in range(KSUB):
             c0 = hs * SUBN
+            if skip and n0 + c0 >= warp_lim:
+                run.skipped += 1
+                continue
             sc = np.zeros((MI, NS, 32, 4))
             for kk in range(KD):
                 a = [ldmatrix_x4(sQ, sQ_warp + mi * 16 * LDS + kk * 16, False) for mi in range(MI)]
@@ -152,6 +162,19 @@ for c in [(128, 2, 2, 150, 40, True), (128, 2, 2, 64, 1000, False), (128, 2, 2, 
     assert d3 == 0.0
     if c[4] >= 700:
         assert d2 > 1e-7
+# Causal warp skip: a warp that is not the block's last skips the sub-tiles past its rows' key limits;
+# results must be bit-identical to processing them (and match the float64 reference).
+for c, w, nw in [((128, 2, 2, 128, 128, True), 1, 4), ((128, 2, 2, 128, 128, True), 0, 4),
+                 ((128, 2, 2, 100, 300, True), 0, 4), ((64, 2, 1, 128, 128, True), 1, 4),
+                 ((256, 1, 1, 128, 128, True), 2, 8), ((128, 2, 2, 140, 40, True), 1, 4),
+                 ((128, 2, 2, 128, 128, False), 1, 4)]:
+    outs = []
+    for sk_ in (False, True):
+        ok = run(*c, warp=w, nwarps=nw, skip=sk_, seed=11); outs.append(run.last_O); assert ok, (c, w, sk_)
+    print(f'causal warp skip {c} warp {w}/{nw}: {run.skipped} sub-tiles skipped, bit-identical: '
+          f'{np.array_equal(outs[0], outs[1])}')
+    assert np.array_equal(outs[0], outs[1])
+    assert run.skipped > 0 or not c[5] or c[3] > c[4]
 for bad in ['pf', 'c0k', 'c0v', 'lazy']:
     r = run(128, 2, 2, 100, 200, True, bad=bad); print('mutant', bad, 'detected' if not r else 'NOT DETECTED'); assert not r
 print('all good')
