@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arch", default=None, help="nvcc arch (default sm_90a)")
     p.add_argument("--gpu", type=int, default=None, help="CUDA device index")
     p.add_argument("--goal", type=float, default=None, help="goal geomean speedup (default 1.0)")
-    p.add_argument("--goal-against", choices=["original", "cudnn", "flash"], default="original")
+    p.add_argument("--goal-against", choices=["original", "cudnn", "flash"], default=None,
+                   help="what the goal's geomean is measured against (default: ATTNQ_GOAL_ANCHOR or original)")
     p.add_argument("--scenario", action="append", default=None, help="run only this scenario id (repeatable)")
     p.add_argument("--scenario-timeout", type=float, default=60.0, help="seconds per scenario before it counts as a hang")
     p.add_argument("--no-policy", action="store_true", help="skip the source/symbol policy (not for campaigns)")
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         arch=args.arch or settings.arch,
         gpu=settings.gpu if args.gpu is None else args.gpu,
         goal_speedup=args.goal if args.goal is not None else settings.goal_speedup,
-        goal_against=args.goal_against,
+        goal_against=args.goal_against or settings.goal_anchor or "original",
         scenario_ids=args.scenario,
         policy=not args.no_policy,
         scenario_timeout_s=args.scenario_timeout,
