@@ -24,6 +24,7 @@ import statistics
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -98,7 +99,7 @@ class Runner:
         self.num_sms = self.props.multi_processor_count
         # bind the run to the exact builds the parent compiled and named in the verdict
         for path, want in ((job.original_lib, job.original_sha256), (job.candidate_lib, job.candidate_sha256)):
-            got = hashlib.sha256(open(path, "rb").read()).hexdigest()
+            got = hashlib.sha256(Path(path).read_bytes()).hexdigest()
             if want and got != want:
                 raise RuntimeError(f"{path} changed since it was compiled (sha256 {got[:12]}, expected {want[:12]})")
         self.orig = load_kernel(job.original_lib)
@@ -147,7 +148,7 @@ class Runner:
         try:
             stats, tol = self._check(sc, bufs, gen)
             base.errors = stats
-            timing = self._time(sc, bufs, gen, tol, stats)
+            timing = self._time(sc, bufs, gen, tol)
         except _Fail as f:
             base.failure_kind, base.check, base.message = f.kind, f.check, str(f)  # type: ignore[assignment]
             return base
@@ -262,7 +263,7 @@ class Runner:
         wall_ms = (time.perf_counter() - t0) * 1e3
         return start.elapsed_time(end), wall_ms
 
-    def _time(self, sc: Scenario, bufs: _Buffers, gen: Any, tol: tuple[float, float], stats: ErrorStats):
+    def _time(self, sc: Scenario, bufs: _Buffers, gen: Any, tol: tuple[float, float]):
         """A/B timing on fresh inputs per sample; after every timed candidate call the inputs must be
         unchanged, and its output is checked against the original's on the same inputs (bound: see
         harness.checks.timed_bound_o)."""

@@ -17,20 +17,15 @@ from harness.abi import ABI_VERSION
 from harness.config import Settings
 from harness.scenarios import list_suites, load_suite
 from mcp_server.server import build_server
+from tests.mcp_support import EXPECTED_TOOLS, make_workspace
 
-EXPECTED_TOOLS = {"get_task", "compile_kernel", "verify_kernel", "get_verification", "cancel_verification",
-                  "reflect", "declare", "add_question", "list_questions", "campaign_status"}
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A workspace whose build cache is shared by every MCP test module of the session."""
-    ws = tmp_path_factory.mktemp("mcp-ws")
-    shared = tmp_path_factory.getbasetemp() / "attnq-shared-build"
-    shared.mkdir(exist_ok=True)
-    (ws / ".attnq").mkdir()
-    (ws / ".attnq" / "build").symlink_to(shared, target_is_directory=True)
+    ws = make_workspace(tmp_path_factory, "mcp-ws")
     shutil.copy(ORIGINAL_KERNEL, ws / "cand.cu")
     return ws
 

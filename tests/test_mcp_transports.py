@@ -24,10 +24,10 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from tests.mcp_support import EXPECTED_TOOLS, make_workspace
+
 REPO = Path(__file__).resolve().parent.parent
 CLIENTS = REPO / "examples" / "clients"
-TOOLS = {"get_task", "compile_kernel", "verify_kernel", "get_verification", "cancel_verification", "reflect",
-         "declare", "add_question", "list_questions", "campaign_status"}
 TOKEN = "test-token-0123456789abcdef"
 TINY = REPO / "tests" / "data" / "mcp" / "tiny_kernel.cu"
 
@@ -35,12 +35,7 @@ TINY = REPO / "tests" / "data" / "mcp" / "tiny_kernel.cu"
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A workspace sharing the session's build cache with the other MCP test modules."""
-    ws = tmp_path_factory.mktemp("mcp-transport-ws")
-    shared = tmp_path_factory.getbasetemp() / "attnq-shared-build"
-    shared.mkdir(exist_ok=True)
-    (ws / ".attnq").mkdir()
-    (ws / ".attnq" / "build").symlink_to(shared, target_is_directory=True)
-    return ws
+    return make_workspace(tmp_path_factory, "mcp-transport-ws")
 
 
 def launch_spec(name: str, ws: Path) -> tuple[str, list[str], dict[str, str]]:
@@ -83,7 +78,7 @@ def test_every_client_config_starts_the_server(workspace: Path) -> None:
                 tg.start_soon(one, name)
 
     anyio.run(main)
-    assert found == {name: TOOLS for name in CLIENT_NAMES}
+    assert found == {name: EXPECTED_TOOLS for name in CLIENT_NAMES}
 
 
 def test_stdio_stdout_carries_only_jsonrpc(workspace: Path) -> None:
@@ -120,7 +115,7 @@ def test_stdio_stdout_carries_only_jsonrpc(workspace: Path) -> None:
         assert wait_for(1)["result"]["serverInfo"]["name"] == "attnq"
         send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-        assert {t["name"] for t in wait_for(2)["result"]["tools"]} == TOOLS
+        assert {t["name"] for t in wait_for(2)["result"]["tools"]} == EXPECTED_TOOLS
         send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get_task", "arguments": {}}})
         assert wait_for(3)["result"]["structuredContent"]["abi"]["version"] >= 1
         calls = [("compile_kernel", {"path": "missing.cu"})]
@@ -191,7 +186,7 @@ def test_http_requires_the_bearer_token(workspace: Path) -> None:
                     return tools, bank
 
         tools, bank = anyio.run(main)
-        assert tools == TOOLS and bank["count"] > 0
+        assert tools == EXPECTED_TOOLS and bank["count"] > 0
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -226,7 +221,7 @@ def test_mcp_inspector_cli_lists_the_tools(workspace: Path) -> None:
         pytest.skip(f"npx could not reach the npm registry and the package is not cached: {out.stderr[-300:]}")
     assert out.returncode == 0, out.stderr[-2000:]
     listed = json.loads(out.stdout)
-    assert {t["name"] for t in listed["tools"]} == TOOLS
+    assert {t["name"] for t in listed["tools"]} == EXPECTED_TOOLS
     assert all(t.get("annotations") for t in listed["tools"])
 
 
