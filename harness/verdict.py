@@ -71,6 +71,15 @@ class ErrorStats(BaseModel):
     original_max_abs_err_lse: float
 
 
+class PhaseTimes(BaseModel):
+    """Where the harness spent one scenario's host wall time, seconds (the harness's own cost)."""
+
+    check_s: float = Field(default=0.0, description="correctness: all draws, reference and original included")
+    reference_s: float = Field(default=0.0, description="of check_s: fp32 reference, original's call, error stats")
+    timing_s: float = Field(default=0.0, description="timing loop: samples, flushes, per-sample checks, anchors")
+    timed_gpu_s: float = Field(default=0.0, description="of timing_s: GPU time inside the timed events (all kernels)")
+
+
 class ScenarioResult(BaseModel):
     """One scenario's outcome."""
 
@@ -89,6 +98,7 @@ class ScenarioResult(BaseModel):
     tflops: float | None = Field(default=None, description="candidate TFLOP/s")
     fraction_of_peak: float | None = Field(default=None, description="tflops / measured bf16 matmul TFLOP/s")
     vs_anchor: dict[str, float] = Field(default_factory=dict, description="anchor median / candidate median")
+    phases: PhaseTimes | None = Field(default=None, description="the harness's own time on this scenario")
 
 
 class Flag(BaseModel):
@@ -125,6 +135,8 @@ class Verdict(BaseModel):
     geomean_speedup: float | None = Field(default=None, description="over correct, timed scenarios")
     geomean_by_group: dict[str, float] = Field(default_factory=dict)
     geomean_vs_anchor: dict[str, float] = Field(default_factory=dict)
+    geomean_vs_anchor_by_group: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="anchor -> group -> geomean of anchor median / candidate median")
     worst: list[str] = Field(default_factory=list, description="lowest-speedup scenario ids, worst first")
     goal: Goal = Field(default_factory=Goal)
     flags: list[Flag] = Field(default_factory=list)
@@ -135,6 +147,8 @@ class Verdict(BaseModel):
     seed_draws: int = Field(default=2, description="random input draws per scenario")
     wall_s: float = Field(default=0.0, description="whole verification, compiles included, s")
     compile_s: float = Field(default=0.0, description="of which compiling the candidate and the original, s")
+    phase_s: dict[str, float] = Field(default_factory=dict, description="wall_s broken down: compile, worker_start "
+                                      "(process, torch, CUDA context, peak), check, reference, timing, timed_gpu, other")
     message: str | None = Field(default=None, description="why the run ended early, if it did")
     scenarios: list[ScenarioResult] = Field(default_factory=list)
 

@@ -289,8 +289,9 @@ def _run_all(job_base: WorkerJob, scenarios: list[Scenario], options: VerifyOpti
                 kind = msg.get("type")
                 if kind == "load_error":
                     raise VerifyError(f"the worker could not load the libraries: {msg['message']}")
-                if kind == "hello":
-                    info = {k: v for k, v in msg.items() if k != "type"}
+                if kind == "hello":  # again after every restart: the start-up times add up
+                    startup_s = info.get("startup_s", 0.0) + float(msg.get("startup_s", 0.0))
+                    info = {k: v for k, v in msg.items() if k != "type"} | {"startup_s": startup_s}
                 elif kind == "start":
                     current = int(msg["index"])
                     deadline = time.monotonic() + options.scenario_timeout_s
@@ -366,9 +367,21 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
                             goal_ids=set(load_suite(options.goal_suite).ids()))
     verdict.wall_s = round(time.monotonic() - t0, 2)
     verdict.compile_s = round(compile_s, 2)
+    verdict.phase_s = _phase_totals(verdict, float(info.get("startup_s", 0.0)))
     verdict.message = ended
     log.info("verified", kernel=str(path), status=verdict.status, geomean=verdict.geomean_speedup, wall_s=verdict.wall_s)
     return verdict
+
+
+def _phase_totals(verdict: Verdict, startup_s: float) -> dict[str, float]:
+    """``wall_s`` broken down (seconds): compile, worker_start, check (of which reference), timing (of which
+    timed_gpu: GPU time inside the timed events), other (locks, scenario set-up, process traffic)."""
+    ph = [r.phases for r in verdict.scenarios if r.phases]
+    tot = {"compile": verdict.compile_s, "worker_start": startup_s,
+           "check": sum(p.check_s for p in ph), "reference": sum(p.reference_s for p in ph),
+           "timing": sum(p.timing_s for p in ph), "timed_gpu": sum(p.timed_gpu_s for p in ph)}
+    tot["other"] = verdict.wall_s - tot["compile"] - tot["worker_start"] - tot["check"] - tot["timing"]
+    return {k: round(v, 2) for k, v in tot.items()}
 
 
 def build_verdict(results: list[ScenarioResult], *, suite_name: str, options: VerifyOptions, source: str,
@@ -390,10 +403,15 @@ def build_verdict(results: list[ScenarioResult], *, suite_name: str, options: Ve
         if val is not None:
             by_group[g] = val
     vs_anchor: dict[str, float] = {}
+    vs_anchor_by_group: dict[str, dict[str, float]] = {}
     for a in options.anchors:
         val = geomean(r.vs_anchor[a] for r in ok if a in r.vs_anchor)
         if val is not None:
             vs_anchor[a] = val
+        for g in dict.fromkeys(r.group for r in ok):
+            val = geomean(r.vs_anchor[a] for r in ok if r.group == g and a in r.vs_anchor)
+            if val is not None:
+                vs_anchor_by_group.setdefault(a, {})[g] = val
     worst = failed + [r.id for r in sorted(ok, key=lambda r: r.speedup or 0)][: max(0, 5 - len(failed))]
     flags: list[Flag] = []
     for r in results:
@@ -435,6 +453,7 @@ def build_verdict(results: list[ScenarioResult], *, suite_name: str, options: Ve
     return Verdict(kernel=source, source_sha256=source_sha256, build_hash=build_hash, original_sha256=original_sha256,
                    suite=suite_name, gpu=gpu, status=status, num_scenarios=len(results),
                    num_correct=len(results) - len(failed), failed=failed, geomean_speedup=gm,
-                   geomean_by_group=by_group, geomean_vs_anchor=vs_anchor, worst=worst, goal=goal, flags=flags,
+                   geomean_by_group=by_group, geomean_vs_anchor=vs_anchor,
+                   geomean_vs_anchor_by_group=vs_anchor_by_group, worst=worst, goal=goal, flags=flags,
                    peak_tflops=peak_tflops, physical_peak_tflops=physical_peak_tflops, checks=checks,
                    seed_draws=options.draws, scenarios=results)

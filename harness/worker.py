@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from harness.scenarios import Scenario
-from harness.verdict import ErrorStats, ScenarioResult, TimingStats
+from harness.verdict import ErrorStats, PhaseTimes, ScenarioResult, TimingStats
 
 
 class WorkerJob(BaseModel):
@@ -92,6 +92,7 @@ class Runner:
 
         self.torch = torch
         self.job = job
+        self.phases = PhaseTimes()
         torch.cuda.set_device(job.gpu)
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -145,10 +146,15 @@ class Runner:
         gen = torch.Generator(device="cuda")
         gen.manual_seed((self.job.seed * 1_000_003 + index) % (1 << 63))
         bufs = _Buffers(torch, sc, dtype)
+        base.phases = self.phases = PhaseTimes()
         try:
+            t0 = time.perf_counter()
             stats, tol = self._check(sc, bufs, gen)
+            t1 = time.perf_counter()
+            self.phases.check_s = round(t1 - t0, 4)
             base.errors = stats
             timing = self._time(sc, bufs, gen, tol)
+            self.phases.timing_s = round(time.perf_counter() - t1, 4)
         except _Fail as f:
             base.failure_kind, base.check, base.message = f.kind, f.check, str(f)  # type: ignore[assignment]
             return base
@@ -221,6 +227,7 @@ class Runner:
                 raise _Fail("unwritten_output", "poisoned_output",
                             f"{unwritten} elements of o/lse were never written (poison left, draw {draw})")
             # Expected answers exist only from here on, after the candidate's calls for this draw.
+            t_ref = time.perf_counter()
             o_ref, lse_ref = attention_reference(q0, k0, v0, softmax_scale=bufs.scale, causal=sc.causal)
             o_o, lse_o = poison_(torch.empty_like(o_c)), poison_(torch.empty_like(lse_c))
             self.call(self.orig, self._params((o_o, lse_o), bufs, sc, self.orig), "original")
@@ -231,6 +238,7 @@ class Runner:
             for t in (o_ref, lse_ref, o_o, lse_o):
                 t.zero_()
             del o_ref, lse_ref, o_o, lse_o, q0, k0, v0
+            self.phases.reference_s = round(self.phases.reference_s + time.perf_counter() - t_ref, 4)
             stats = ErrorStats(max_abs_err_o=rep_c.max_abs_err_o, max_abs_err_lse=rep_c.max_abs_err_lse,
                                rel_err_o=rep_c.rel_err_o, tol_o=tol_o, tol_lse=tol_lse,
                                original_max_abs_err_o=rep_o.max_abs_err_o, original_max_abs_err_lse=rep_o.max_abs_err_lse)
@@ -278,7 +286,7 @@ class Runner:
         w_c: list[float] = []
         w_o: list[float] = []
         t_a: dict[str, list[float]] = {k: [] for k, fn in anchors.items() if fn is not None}
-        spent = 0.0
+        spent = gpu_ms = 0.0
         n = 0
         while n < self.job.max_samples and (n < self.job.min_samples or spent < self.job.budget_ms):
             bufs.fill_inputs(gen, "normal")  # fresh inputs for every timed call
@@ -294,6 +302,7 @@ class Runner:
             for name, fn in anchors.items():
                 if fn is not None:
                     t_a[name].append(self._timed(fn)[0])
+                    gpu_ms += t_a[name][-1]
             if count_poison(bufs.o_c) + count_poison(bufs.lse_c):
                 raise _Fail("timed_output_wrong", "timed_output", f"timed call {n} left o/lse elements unwritten")
             broken = bufs.guards_intact()
@@ -310,7 +319,9 @@ class Runner:
                             f"max|lse - original| = {d_l:.3g} (bound {tol[1]:.3g}); outputs checked untimed were right")
             t_c.append(ec), t_o.append(eo), w_c.append(wc), w_o.append(wo)
             spent += ec + eo
+            gpu_ms += ec + eo
             n += 1
+        self.phases.timed_gpu_s = round(gpu_ms / 1e3, 4)
         o_o.zero_()
         escaped = None
         over_c = statistics.median(w - e for w, e in zip(w_c, t_c, strict=True))
@@ -506,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         chan.write(json.dumps(msg) + "\n")
         chan.flush()
 
+    t_start = time.perf_counter()
     try:
         job = WorkerJob.model_validate_json(sys.stdin.read())
         import torch
@@ -520,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which maps it
         send({"type": "load_error", "message": f"{type(exc).__name__}: {exc}"})
         return 4
-    send({"type": "hello", **info})
+    send({"type": "hello", **info, "startup_s": round(time.perf_counter() - t_start, 3)})
     for offset, sc in enumerate(job.scenarios):
         index = job.first_index + offset
         send({"type": "start", "index": index, "id": sc.id})

@@ -15,6 +15,11 @@ gm = v.get("geomean_speedup")
 parts = [f"{v['status']} {v['num_correct']}/{v['num_scenarios']}", f"geomean {gm:.3f}x" if gm else "geomean -",
          f"wall {v.get('wall_s', 0):.1f}s (compile {v.get('compile_s', 0):.1f}s)"]
 parts += [f"vs {a} {x:.3f}x" for a, x in v.get("geomean_vs_anchor", {}).items()]
+for a, groups in v.get("geomean_vs_anchor_by_group", {}).items():
+    if "fa3grid" in groups:
+        parts.append(f"fa3grid vs {a} {groups['fa3grid']:.3f}x")
+if v.get("phase_s"):
+    parts.append("phases " + " ".join(f"{k}={x:.1f}" for k, x in v["phase_s"].items()))
 fails = {}
 for r in v["scenarios"]:
     if not r["correct"]:

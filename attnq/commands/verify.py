@@ -71,7 +71,8 @@ def format_verdict(v: Verdict) -> str:
     if v.geomean_by_group:
         lines.append("  by group: " + ", ".join(f"{g} {x:.3f}x" for g, x in v.geomean_by_group.items()))
     for a, x in v.geomean_vs_anchor.items():
-        lines.append(f"  geomean vs {a}: {x:.3f}x")
+        groups = ", ".join(f"{g} {y:.3f}x" for g, y in v.geomean_vs_anchor_by_group.get(a, {}).items())
+        lines.append(f"  geomean vs {a}: {x:.3f}x" + (f" (by group: {groups})" if groups else ""))
     lines.append(f"goal ({v.goal.against} >= {v.goal.min_speedup:g}x): {'MET' if v.goal.met else 'not met'} — {v.goal.reason}")
     for f in v.flags[:10]:
         lines.append(f"flag {f.kind}: {f.scenario_id or ''} {f.message}")
@@ -79,6 +80,8 @@ def format_verdict(v: Verdict) -> str:
         lines.append(f"ended early: {v.message}")
     lines.append(f"wall {v.wall_s:.1f} s (compile {v.compile_s:.1f} s); peak (bf16 matmul, measured) {v.peak_tflops or 0:.0f} TFLOP/s; "
                  f"physical {v.physical_peak_tflops or 0:.0f} TFLOP/s")
+    if v.phase_s:
+        lines.append("harness time (s): " + ", ".join(f"{k} {x:.1f}" for k, x in v.phase_s.items()))
     return "\n".join(lines)
 
 
