@@ -38,14 +38,87 @@ def poison_(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def poison_count_t(t: torch.Tensor) -> torch.Tensor:
+    """:func:`count_poison` as a 0-d int64 tensor on ``t``'s device (no host synchronization)."""
+    return (_int_view(t) == POISON_BITS[t.dtype]).sum()
+
+
 def count_poison(t: torch.Tensor) -> int:
     """Number of elements of ``t`` still holding the poison payload (never written)."""
-    return int((_int_view(t) == POISON_BITS[t.dtype]).sum().item())
+    return int(poison_count_t(t).item())
 
 
 def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit-for-bit equality (NaN payloads included)."""
     return a.shape == b.shape and a.dtype == b.dtype and torch.equal(_int_view(a), _int_view(b))
+
+
+def bits_equal_t(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """:func:`bits_equal` as a 0-d bool tensor on ``a``'s device (no host synchronization)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return torch.zeros((), dtype=torch.bool, device=a.device)
+    return (_int_view(a) == _int_view(b)).all()
+
+
+def first_written_guard(written: list[int] | list[float], names: list[str]) -> str | None:
+    """None when no guard was written, else ``"<count> elements written <where>"`` for the first one.
+    ``written``: elements no longer holding poison per guard; ``names``: where each guard is."""
+    for count, where in zip(written, names, strict=True):
+        if count:
+            return f"{int(count)} elements written {where}"
+    return None
+
+
+#: Layout of :func:`timed_sample_values`: inputs unchanged (1/0), poison left in o/lse (count), lse
+#: finite masks equal (1/0), max|o - original|, max|lse - original| over finite rows; then one
+#: written-element count per guard band.
+TIMED_SAMPLE_FIELDS = ("inputs_same", "unwritten", "lse_finite_same", "d_o", "d_lse")
+
+
+def timed_sample_values(inputs_same: torch.Tensor, o_c: torch.Tensor, lse_c: torch.Tensor, o_o: torch.Tensor,
+                        lse_o: torch.Tensor, guards_written: torch.Tensor) -> torch.Tensor:
+    """Every per-sample check of the timing loop as one float64 vector on the device (read back with one
+    transfer), in the layout of ``TIMED_SAMPLE_FIELDS`` followed by ``guards_written``.
+
+    Args:
+        inputs_same: 0-d bool, q, k and v bit-equal to the snapshot taken before the candidate's call.
+        o_c, lse_c: the candidate's output ``[b, sq, hq, d]`` (bf16/fp16) and lse ``[b, hq, sq]`` fp32.
+        o_o, lse_o: the original's, on the same inputs.
+        guards_written: int64 ``[num_guards]`` (harness.buffers.Buffers.guards_written).
+    ``d_o`` counts a NaN difference as +inf (and an infinite one as the largest fp32); ``d_lse`` is 0 when
+    no row is finite. Values are exact: counts < 2^53, the maxima are fp32 values.
+    """
+    unwritten = poison_count_t(o_c) + poison_count_t(lse_c)
+    fin = torch.isfinite(lse_o)
+    fin_same = (fin == torch.isfinite(lse_c)).all()
+    zero = torch.zeros((), dtype=torch.float32, device=o_c.device)
+    d_o = torch.sub(o_c.float(), o_o.float()).abs_().nan_to_num_(float("inf")).max() if o_c.numel() else zero
+    d_l = torch.where(fin, (lse_c - lse_o).abs(), 0.0).max() if lse_c.numel() else zero
+    head = torch.stack([x.to(torch.float64) for x in (inputs_same, unwritten, fin_same, d_o, d_l)])
+    return torch.cat([head, guards_written.to(torch.float64)])
+
+
+def judge_timed_sample(values: list[float], n: int, tol: tuple[float, float],
+                       guard_names: list[str]) -> tuple[str, str, str] | None:
+    """None when timed call ``n`` passes, else ``(failure_kind, check, message)`` of the first failed check,
+    in the order: input_integrity, timed_output (unwritten), guard_bands, timed_output (lse +inf rows),
+    timed_output (``tol = (bound on max|o - original|, bound on max|lse - original|)``).
+    ``values``: :func:`timed_sample_values` read back (``.tolist()``)."""
+    inputs_same, unwritten, fin_same, d_o, d_l = values[:5]
+    if not inputs_same:
+        return "inputs_modified", "input_integrity", f"timed call {n} changed q, k or v"
+    if unwritten:
+        return "timed_output_wrong", "timed_output", f"timed call {n} left o/lse elements unwritten"
+    broken = first_written_guard(values[5:], guard_names)
+    if broken:
+        return "out_of_bounds_write", "guard_bands", f"timed call {n}: out-of-bounds write: {broken}"
+    if not fin_same:
+        return "timed_output_wrong", "timed_output", f"timed call {n}: lse +inf rows differ from the original's"
+    if d_o > tol[0] or d_l > tol[1]:
+        return ("timed_output_wrong", "timed_output",
+                (f"timed call {n} on fresh inputs: max|o - original| = {d_o:.3g} (bound {tol[0]:.3g}), "
+                 f"max|lse - original| = {d_l:.3g} (bound {tol[1]:.3g}); outputs checked untimed were right"))
+    return None
 
 
 @dataclass

@@ -23,16 +23,27 @@ def attention_reference(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """fp32 attention forward on upcast inputs, chunked so a 16k x 16k problem fits in memory.
 
+    Every product and sum is fp32 (no TF32, no lower precision; the matmuls follow torch's global
+    ``allow_tf32`` flags, which are off by default and which the worker turns off). Per block of
+    ``chunk_heads`` query heads and ``chunk_q`` query rows ``[i0, i1)``, in place on one fp32 score
+    block: ``s = (softmax_scale * q) @ k^T`` over the keys ``[0, kend)`` that some row of the block
+    sees (causal: ``kend = min(seqlen_k, i1 + seqlen_k - seqlen_q)``, non-causal: ``seqlen_k``), the
+    causal mask on the last columns only, ``m = max_j s`` (0 where the row sees no key),
+    ``p = exp(s - m)``, ``l = sum_j p``, ``o = (p @ v) / l`` and ``lse = m + log(l)``.
+
     Args:
-        q: ``[batch, seqlen_q, num_heads_q, head_dim]`` any float dtype (upcast to fp32).
-        k, v: ``[batch, seqlen_k, num_heads_kv, head_dim]``; ``num_heads_q % num_heads_kv == 0`` (GQA/MQA).
+        q: ``[batch, seqlen_q, num_heads_q, head_dim]`` any float dtype (upcast to fp32), any strides;
+            never modified (also when already fp32).
+        k, v: ``[batch, seqlen_k, num_heads_kv, head_dim]``; ``num_heads_q % num_heads_kv == 0`` (GQA/MQA:
+            query head ``h`` reads key/value head ``h // (num_heads_q // num_heads_kv)``).
         softmax_scale: default ``1/sqrt(head_dim)``.
         causal: bottom-right aligned: query i sees key j iff ``j <= i + seqlen_k - seqlen_q``.
         chunk_q: query rows per chunk; peak extra memory ~ ``4 * batch * heads * chunk_q * seqlen_k`` bytes.
         chunk_heads: query heads per chunk (default: all, or fewer when the score block would exceed ~1 GiB).
     Returns:
         ``(o, lse)``: o ``[batch, seqlen_q, num_heads_q, head_dim]`` fp32, lse ``[batch, num_heads_q, seqlen_q]``
-        fp32 (natural log of the softmax denominator including the scale; ``+inf`` for a row with no key).
+        fp32 (natural log of the softmax denominator including the scale). A row that sees no key (causal
+        with ``seqlen_q > seqlen_k``, or ``seqlen_k == 0``) has ``o = 0`` and ``lse = +inf``.
     Raises:
         ValueError: on mismatched shapes.
     """
@@ -53,21 +64,34 @@ def attention_reference(
     for h0 in range(0, hq, chunk_heads):
         h1 = min(hq, h0 + chunk_heads)
         kv_idx = torch.arange(h0, h1, device=q.device) // group
-        kh = k.index_select(2, kv_idx).float().permute(0, 2, 3, 1)  # [b, h, d, sk]
-        vh = v.index_select(2, kv_idx).float().permute(0, 2, 1, 3)  # [b, h, sk, d]
+        # [b, h, sk, d] contiguous: a key prefix [:, :, :kend] is a batched matrix the GEMMs read in place
+        kh = k.index_select(2, kv_idx).float().permute(0, 2, 1, 3).contiguous()
+        vh = v.index_select(2, kv_idx).float().permute(0, 2, 1, 3).contiguous()
         for i0 in range(0, sq, chunk_q):
             i1 = min(sq, i0 + chunk_q)
-            qh = q[:, i0:i1, h0:h1].float().permute(0, 2, 1, 3)  # [b, h, rows, d]
-            s = torch.matmul(qh, kh) * scale  # [b, h, rows, sk]
+            # keys [kend, sk) are masked for every row of the chunk (row i1 - 1 sees j <= i1 - 1 + offset)
+            kend = max(0, min(sk, i1 + offset)) if causal else sk
+            if kend == 0:  # no row of the chunk sees a key
+                o[:, i0:i1, h0:h1] = 0.0
+                lse[:, h0:h1, i0:i1] = float("inf")
+                continue
+            # the scale folded into the small q block (out of place: q itself is never written)
+            qh = q[:, i0:i1, h0:h1].permute(0, 2, 1, 3).float().mul(scale)  # [b, h, rows, d]
+            s = torch.matmul(qh, kh[:, :, :kend].transpose(-1, -2))  # [b, h, rows, kend]
             if causal:
-                rows = torch.arange(i0, i1, device=q.device).unsqueeze(1)
-                cols = torch.arange(sk, device=q.device).unsqueeze(0)
-                s.masked_fill_(cols > rows + offset, float("-inf"))
-            row_lse = torch.logsumexp(s, dim=-1)  # -inf where no key is visible
-            p = torch.exp(s - row_lse.unsqueeze(-1))
-            empty = torch.isneginf(row_lse)
-            p = torch.where(empty.unsqueeze(-1), torch.zeros_like(p), p)
-            o[:, i0:i1, h0:h1] = torch.matmul(p, vh).permute(0, 2, 1, 3)
-            lse[:, h0:h1, i0:i1] = torch.where(empty, torch.full_like(row_lse, float("inf")), row_lse)
-            del s, p
+                # row i0 + r sees j <= i0 + r + offset: every row sees the columns below c0, mask the rest
+                c0 = max(0, i0 + offset + 1)
+                if c0 < kend:
+                    rows = torch.arange(i1 - i0, device=q.device).unsqueeze(1)
+                    cols = torch.arange(c0, kend, device=q.device).unsqueeze(0)
+                    s[..., c0:kend].masked_fill_(cols > rows + (i0 + offset), float("-inf"))
+            m = s.amax(dim=-1, keepdim=True)  # [b, h, rows, 1]; -inf where the row sees no key
+            empty = torch.isneginf(m)
+            s.sub_(m.masked_fill(empty, 0.0)).exp_()  # p = exp(s - m) in [0, 1]; 0 on masked keys
+            den = s.sum(dim=-1, keepdim=True)  # l: >= 1 where the row sees a key, 0 where it sees none
+            oh = torch.matmul(s, vh[:, :, :kend])  # [b, h, rows, d]
+            oh.div_(den.masked_fill(empty, 1.0)).masked_fill_(empty, 0.0)
+            o[:, i0:i1, h0:h1] = oh.permute(0, 2, 1, 3)
+            lse[:, h0:h1, i0:i1] = (m + den.log()).masked_fill_(empty, float("inf")).squeeze(-1)
+            del s, oh
     return o, lse

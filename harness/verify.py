@@ -61,7 +61,10 @@ class VerifyOptions(BaseModel):
     scenario_ids: list[str] | None = Field(default=None, description="run only these ids of the suite")
     min_samples: int = Field(default=10, ge=3, description="timed samples per scenario, at least")
     max_samples: int = Field(default=30, ge=3, description="timed samples per scenario, at most")
-    budget_ms: float = Field(default=150.0, gt=0, description="GPU time per scenario after which sampling stops")
+    budget_ms: float = Field(default=150.0, gt=0,
+                             description="host wall time of a scenario's timing loop (whole samples: input fills, "
+                                         "checks, flushes, the timed calls, anchors) after which sampling stops, "
+                                         "once min_samples are taken")
 
 
 class VerifyProgress(BaseModel):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
 #   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq cand mcp
-#   cand: CANDIDATE=path.cu — its GPU tests (tests/gpu/test_fast.py on it) and `verify --suite full --anchors flash,cudnn`
+#   cand: CANDIDATE="a.cu [b.cu ...]" — GPU tests (tests/gpu/test_fast.py) on each in turn; the first that
+#         passes gets `attnq verify --suite full --anchors flash,cudnn` (recorded in the campaign store)
 # Logs and JSON verdicts go under $OUT (default ./gpu-out). Wheels the box lacks travel in .whl/
 # (see ../shared/gpu/fetch-wheels.sh); they are installed to /tmp/site first.
 set -uo pipefail
@@ -67,11 +68,17 @@ for step in $steps; do
       attnq verify kernels/attn_fast.cu --suite full --anchors flash,cudnn --json > "$OUT/logs/fast_full.json" 2> "$OUT/logs/fast_full.err"
       note "fast full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fast_full.json")" ;;
     cand)
-      c=${CANDIDATE:?cand needs CANDIDATE=path.cu}; n=$(basename "$c" .cu)
-      ATTNQ_FAST_KERNEL=$c python3 -m pytest -q -m gpu tests/gpu/test_fast.py -p no:cacheprovider > "$OUT/logs/${n}_tests.log" 2>&1
-      note "$n gpu tests: $(tail -1 "$OUT/logs/${n}_tests.log")"
-      attnq verify "$c" --suite full --anchors flash,cudnn --json > "$OUT/logs/${n}_full.json" 2> "$OUT/logs/${n}_full.err"
-      note "$n full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/${n}_full.json")" ;;
+      # CANDIDATE="a.cu [b.cu ...]": the first whose GPU tests pass gets the full verify
+      for c in ${CANDIDATE:?cand needs CANDIDATE=path.cu}; do
+        n=$(basename "$c" .cu)
+        ATTNQ_FAST_KERNEL=$c python3 -m pytest -q -m gpu tests/gpu/test_fast.py -p no:cacheprovider > "$OUT/logs/${n}_tests.log" 2>&1
+        rc=$?
+        note "$n gpu tests: $(tail -1 "$OUT/logs/${n}_tests.log")"
+        [ $rc -ne 0 ] && { grep -E "^FAILED|Error" "$OUT/logs/${n}_tests.log" | head -8 | tee -a "$S"; continue; }
+        attnq verify "$c" --suite full --anchors flash,cudnn --json > "$OUT/logs/${n}_full.json" 2> "$OUT/logs/${n}_full.err"
+        note "$n full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/${n}_full.json")"
+        break
+      done ;;
     mcp)
       mkdir -p /tmp/mcpws && python3 examples/clients/campaign.py --server "python3 -m attnq serve" --workspace /tmp/mcpws --suite quick > "$OUT/logs/mcp_campaign.log" 2>&1
       note "mcp campaign: exit $? (transcript in logs/mcp_campaign.log)" ;;

@@ -1,0 +1,1234 @@
+// attn_fast_v3.cu — FlashAttention-2-style forward kernel for Hopper (sm_90a), hand-written mma.sync/PTX.
+// v3 = v2 (4 warps x 32 rows d128 with two 32-key sub-tiles, lazy o rescale, early P packing, fixed-chunk
+// K/V loads) + the fix of v2's fp16 large-logit failures (the online-softmax alpha is exactly 1 when the row
+// max did not grow; the lazy skip is decided on alpha itself) + lazy rescale on the d128 sub-tiled shape only
+// + one __syncthreads per K/V tile (ATTN_ONE_BARRIER) + causal warp skip of fully masked sub-tiles
+// (ATTN_CAUSAL_WARP_SKIP). Each v3 change has a compile-time switch (defaults = v3) for A/B runs.
+// UNVERIFIED on a GPU when written; see kernels/campaigns/fast-kernel/README.md (cause, evidence, predictions).
+//
+// Design (see kernels/NOTES.md for the bounds, predictions and measured outcomes of v1/v2):
+//   * One CTA = BM query rows of one (batch, head-block): 128 rows as 4 warps x 32 rows (d64, d96, and
+//     d128 since v2: 64-key tiles processed as two 32-key sub-tiles to fit 255 registers) or 8 warps x
+//     16 rows (d192, d256), or 64 rows as 4 warps x 16 rows (decode, small grids).
+//   * S = Q K^T and O += P V on mma.sync.m16n8k16 (bf16/fp16 in, fp32 accumulate).
+//   * Q fragments kept in registers where they fit, else re-read from shared memory per tile.
+//   * K/V tiles of BN = 64 keys, double-buffered with cp.async (16 B, zero-fill past seqlen_k),
+//     rows padded by 16 B in shared memory so every ldmatrix phase is bank-conflict free.
+//   * Online softmax in registers (exp2f with scale*log2(e) folded in); P re-packed from the S
+//     accumulators straight into the A operand of the PV mma (no shared-memory round trip).
+//   * Causal (bottom-right aligned): tiles past the block's last visible key are skipped; the mask
+//     is applied only on tiles that cross some row's limit (or seqlen_k).
+//   * GQA packing for short seqlen_q (decode): the query heads sharing one kv head are stacked along
+//     the M dimension, so K/V are read once per kv head.
+//   * Split-KV when the grid is smaller than one wave: partial (o, lse) in fp32 in the workspace,
+//     then a deterministic combine kernel (fixed summation order, no atomics).
+//   * A scalar fallback kernel covers any head_dim <= 256 not templated or unaligned tensors.
+#include "attn_abi.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kBN = 64;  // keys per tile
+// Register-fit knobs of the 4 warps x 32 rows d128 shape (v2). With KSUB = 2 and the S k-loop unrolled
+// by 4, ptxas -v reports 251 registers and no spill; KSUB = 1 spills (12-64 B) at any unroll, KSUB = 2
+// fully unrolled spills 12 B.
+#ifndef ATTN_KD_UNROLL
+#define ATTN_KD_UNROLL 4  // unroll of the S k-loop when Q is re-read from shared memory
+#endif
+#ifndef ATTN_ONE_BARRIER
+#define ATTN_ONE_BARRIER 1  // v3: one __syncthreads per K/V tile (prefetch issued after it); 0: v1/v2's two
+#endif
+#ifndef ATTN_CAUSAL_WARP_SKIP
+#define ATTN_CAUSAL_WARP_SKIP 1  // v3: a warp skips (sub-)tiles that are fully masked for all its rows
+#endif
+#ifndef ATTN_LAZY_WIDE
+#define ATTN_LAZY_WIDE 0  // 1: lazy o rescale also on the 8-warp d192/d256 CTAs (v2's choice)
+#endif
+#ifndef ATTN_D128_KSUB
+#define ATTN_D128_KSUB 2  // d128 BM=128: the 64-key tile is processed as KSUB sub-tiles of 64/KSUB keys
+#endif
+
+struct KParams {
+    const void* q;
+    const void* k;
+    const void* v;
+    void* o;
+    float* lse;
+    float* o_part;     // [splits, batch, hq, sq, D] fp32 (split-KV only)
+    float* lse_part;   // [splits, batch, hq, sq]    fp32 (split-KV only)
+    long long q_bs, q_rs, q_hs;
+    long long k_bs, k_rs, k_hs;
+    long long v_bs, v_rs, v_hs;
+    long long o_bs, o_rs, o_hs;
+    int batch, sq, sk, hq, hkv;
+    int group;         // hq / hkv
+    int G;             // query heads packed along M (1 or group)
+    int R;             // packed rows per head-block = G * sq
+    int num_hb;        // head-blocks per batch = hq / G
+    int causal;
+    int num_splits;
+    int tiles_per_split;
+    float scale_log2;  // softmax_scale * log2(e)
+};
+
+// ------------------------------------------------------------------------------------------------
+// PTX helpers
+// ------------------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+    const int n = valid ? 16 : 0;  // src-size 0 => 16 zero bytes written, nothing read
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
+                                                  uint32_t& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+template <typename T>
+struct Ops;
+
+template <>
+struct Ops<__nv_bfloat16> {
+    __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t*>(&h);
+    }
+    __device__ __forceinline__ static float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+    __device__ __forceinline__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+template <>
+struct Ops<__half> {
+    __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t*>(&h);
+    }
+    __device__ __forceinline__ static float to_float(__half x) { return __half2float(x); }
+    __device__ __forceinline__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+    return x;
+}
+__device__ __forceinline__ float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    x += __shfl_xor_sync(0xffffffffu, x, 2);
+    return x;
+}
+
+// Minimum CTAs per SM promised to the register allocator.
+template <int D, int NW, int MI>
+struct MinBlocks {
+    static constexpr int value = (NW == 8) ? 1 : ((MI == 2 || D <= 96) ? 2 : 1);
+};
+
+template <int D, int NW, int MI>
+constexpr int smem_bytes() {
+    return (16 * NW * MI + 4 * kBN) * (D + 8) * 2;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Main kernel. grid = (batch * num_hb * num_m_blocks, num_splits); block = 32 * NW threads; each
+// warp owns MI consecutive 16-row sub-tiles (MI = 2 halves the ldmatrix traffic per FLOP).
+// ------------------------------------------------------------------------------------------------
+template <int D, int NW, int MI, int KSUB, typename T>
+__global__ void __launch_bounds__(NW * 32, MinBlocks<D, NW, MI>::value) attn_fwd_mma(const KParams p) {
+    constexpr int WM = 16 * MI;       // rows per warp
+    constexpr int BM = WM * NW;
+    constexpr int BN = kBN;
+    constexpr int NT = NW * 32;
+    constexpr int LDS = D + 8;        // padded row, elements
+    constexpr int CH = D / 8;         // 16-byte chunks per row
+    constexpr bool QREG = (D * MI <= 128) || (MI == 1 && D <= 192);  // Q in registers, else re-read from shared
+    constexpr int KD = D / 16;        // k-steps over head_dim
+    // S k-loop unroll: full (v1) except for the sub-tiled shape (KSUB > 1, Q re-read from shared), where a
+    // partial unroll limits how far ptxas hoists K/Q fragments (the 4 x 32-row d128 shape is register-bound)
+    // Lazy o rescale (warp-uniform skip when every alpha of the warp is exactly 1) on the sub-tiled d128
+    // shape only (v3). v2 also used it on the 8-warp d192/d256 CTAs: measured 0..-3% there (the branch
+    // splits the unrolled softmax/PV schedule), so v3 keeps v1's unconditional rescale on them
+    // (ATTN_LAZY_WIDE=1 restores v2's choice, with the v3 alpha fix).
+    constexpr bool LAZY = (KSUB > 1) || (NW == 8 && ATTN_LAZY_WIDE);
+    constexpr int KD_UNROLL = (QREG || KSUB == 1) ? KD : ATTN_KD_UNROLL;
+    constexpr int SUBN = BN / KSUB;   // keys per sub-tile (S registers hold WM x SUBN)
+    constexpr int NS = SUBN / 8;      // n-tiles of S per sub-tile
+    constexpr int NO = D / 8;         // n-tiles of O
+
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    T* sQ = reinterpret_cast<T*>(smem_raw);
+    T* sK = sQ + BM * LDS;            // [2][BN][LDS]
+    T* sV = sK + 2 * BN * LDS;        // [2][BN][LDS]
+
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const int g = lane >> 2;          // groupID
+    const int t4 = lane & 3;          // thread in group
+
+    // blockIdx.x = bh * m_blocks + (m_blocks - 1 - mblk): the m-blocks of one (batch, head-block) are
+    // adjacent (they share K/V in L2) and the heaviest causal block of each head starts first.
+    const int m_blocks = (p.R + BM - 1) / BM;
+    const int bh = blockIdx.x / m_blocks;
+    const int mblk = m_blocks - 1 - (blockIdx.x - bh * m_blocks);
+    const int b = bh / p.num_hb;
+    const int hb = bh - b * p.num_hb;
+    const int split = blockIdx.y;
+    const int m0 = mblk * BM;
+    const int sq = p.sq, sk = p.sk;
+    const int kvh = (hb * p.G) / p.group;
+    const int off = sk - sq;
+
+    // query-row range of this block (packed rows r -> head hb*G + r/sq, row r%sq)
+    const int r_lo = m0;
+    const int r_hi = min(m0 + BM, p.R) - 1;
+    int i_min, i_max;
+    if (r_lo / sq == r_hi / sq) {
+        i_min = r_lo % sq;
+        i_max = r_hi % sq;
+    } else {
+        i_min = 0;
+        i_max = sq - 1;
+    }
+    const int n_end_blk = p.causal ? min(sk, i_max + off + 1) : sk;
+    const int mask_from = p.causal ? min(sk, i_min + off + 1) : sk;  // tiles ending past this need masking
+    const int ks = split * p.tiles_per_split * BN;
+    const int ke = min(ks + p.tiles_per_split * BN, n_end_blk);
+
+    // per-thread rows: [mi][rr] -> packed row m0 + warp*WM + mi*16 + g + rr*8; its key limit
+    // (padding rows borrow the last valid row's limit; their results are never stored). Computed only
+    // where a sub-tile needs the mask (keeps registers free for the accumulators).
+    auto row_limit = [&](int mi, int rr) -> int {
+        const int r = m0 + warp * WM + mi * 16 + g + rr * 8;
+        const int rc = r < p.R ? r : p.R - 1;
+        return p.causal ? min(sk, rc % sq + off + 1) : sk;
+    };
+
+    const bool partial = p.num_splits > 1;
+
+    if (ke <= ks) {
+        // No key visible to any row of this block in this split: o = 0, lse = +inf (or -inf partial).
+        for (int c = tid; c < BM * CH; c += NT) {
+            const int row = c / CH, ch = c - row * CH;
+            const int r = m0 + row;
+            if (r >= p.R) continue;
+            const int h = hb * p.G + r / sq, i = r % sq;
+            if (partial) {
+                float* dst = p.o_part + ((((long long)split * p.batch + b) * p.hq + h) * sq + i) * D + ch * 8;
+                reinterpret_cast<float4*>(dst)[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+                reinterpret_cast<float4*>(dst)[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (ch == 0) p.lse_part[(((long long)split * p.batch + b) * p.hq + h) * sq + i] = -INFINITY;
+            } else {
+                T* dst = reinterpret_cast<T*>(p.o) + b * p.o_bs + (long long)i * p.o_rs + (long long)h * p.o_hs + ch * 8;
+                *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+                if (ch == 0) p.lse[((long long)b * p.hq + h) * sq + i] = INFINITY;
+            }
+        }
+        return;
+    }
+
+    const T* qg = reinterpret_cast<const T*>(p.q) + b * p.q_bs;
+    const T* kg = reinterpret_cast<const T*>(p.k) + b * p.k_bs + (long long)kvh * p.k_hs;
+    const T* vg = reinterpret_cast<const T*>(p.v) + b * p.v_bs + (long long)kvh * p.v_hs;
+
+    // ---- Q tile -> shared (zero rows past R)
+    for (int c = tid; c < BM * CH; c += NT) {
+        const int row = c / CH, ch = c - row * CH;
+        const int r = m0 + row;
+        const bool valid = r < p.R;
+        const T* src = qg;
+        if (valid) {
+            const int h = hb * p.G + r / sq, i = r % sq;
+            src = qg + (long long)i * p.q_rs + (long long)h * p.q_hs + ch * 8;
+        }
+        cp_async_16(smem_u32(sQ + row * LDS + ch * 8), src, valid);
+    }
+    cp_async_commit();
+
+    const int k_rs = (int)p.k_rs, v_rs = (int)p.v_rs;  // host guarantees BN * stride < 2^31
+    // Each thread copies the same 16 B chunk column of rows row0, row0 + RSTEP, ... (NT % CH == 0) or
+    // walks the generic chunk sequence otherwise.
+    constexpr bool FIXED_CH = (NT % CH) == 0;
+    constexpr int RSTEP = FIXED_CH ? NT / CH : 1;
+    static_assert(BN % RSTEP == 0, "K/V tile rows must split evenly over the fixed-chunk threads");
+    static_assert(BN % (16 * KSUB) == 0, "sub-tiles must be whole k16 steps");
+    const int row0 = tid / CH, ch0 = tid - (tid / CH) * CH;
+    auto load_kv = [&](int tile_n0, int buf) {
+        T* dk = sK + buf * BN * LDS;
+        T* dv = sV + buf * BN * LDS;
+        if constexpr (FIXED_CH) {
+            const T* kt = kg + (long long)(tile_n0 + row0) * p.k_rs + ch0 * 8;
+            const T* vt = vg + (long long)(tile_n0 + row0) * p.v_rs + ch0 * 8;
+            const uint32_t sdk = smem_u32(dk + row0 * LDS + ch0 * 8);
+            const uint32_t sdv = smem_u32(dv + row0 * LDS + ch0 * 8);
+#pragma unroll
+            for (int j = 0; j < BN / RSTEP; ++j) {
+                const bool valid = tile_n0 + row0 + j * RSTEP < sk;
+                cp_async_16(sdk + j * RSTEP * LDS * 2, valid ? kt + j * RSTEP * k_rs : kg, valid);
+                cp_async_16(sdv + j * RSTEP * LDS * 2, valid ? vt + j * RSTEP * v_rs : vg, valid);
+            }
+        } else {
+            const T* kt = kg + (long long)tile_n0 * p.k_rs;
+            const T* vt = vg + (long long)tile_n0 * p.v_rs;
+            for (int c = tid; c < BN * CH; c += NT) {
+                const int row = c / CH, ch = c - row * CH;
+                const bool valid = tile_n0 + row < sk;
+                const T* srck = valid ? kt + (row * k_rs + ch * 8) : kg;
+                const T* srcv = valid ? vt + (row * v_rs + ch * 8) : vg;
+                cp_async_16(smem_u32(dk + row * LDS + ch * 8), srck, valid);
+                cp_async_16(smem_u32(dv + row * LDS + ch * 8), srcv, valid);
+            }
+        }
+    };
+
+    load_kv(ks, 0);
+    cp_async_commit();
+
+    float o_acc[MI][NO][4];
+    float m_run[MI][2], l_run[MI][2];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+        for (int n = 0; n < NO; ++n) o_acc[mi][n][0] = o_acc[mi][n][1] = o_acc[mi][n][2] = o_acc[mi][n][3] = 0.f;
+        m_run[mi][0] = m_run[mi][1] = -INFINITY;
+        l_run[mi][0] = l_run[mi][1] = 0.f;
+    }
+
+    uint32_t q_frag[MI][QREG ? KD : 1][4];
+    // Q (non-trans): row = lane&15, col = (lane>>4)*8; sub-tile mi is 16 rows further
+    const uint32_t sQ_warp = smem_u32(sQ + (warp * WM + (lane & 15)) * LDS + (lane >> 4) * 8);
+    // K (non-trans): key row = (lane&7) + (lane>>4)*8, col = ((lane>>3)&1)*8
+    const int k_lane_off = ((lane & 7) + (lane >> 4) * 8) * LDS + ((lane >> 3) & 1) * 8;
+    // V (trans):     key row = lane&15,               col = (lane>>4)*8
+    const int v_lane_off = (lane & 15) * LDS + (lane >> 4) * 8;
+    const float sl2 = p.scale_log2;
+
+    const int n_tiles = (ke - ks + BN - 1) / BN;
+    // A warp whose rows are all padding (decode: R < BM) only helps load K/V.
+    const bool warp_active = m0 + warp * WM < p.R;
+#if ATTN_CAUSAL_WARP_SKIP
+    // v3: causal warp skip. warp_lim = the largest key limit over the warp's rows (padding rows borrow the
+    // last valid row's limit). A sub-tile starting at or past it is fully masked for every row of the warp:
+    // S = -inf everywhere, so mx = m_old, alpha = 1 exactly (v3 rule), p = 0, rs = 0: processing it changes
+    // nothing, and the warp skips it (it still loads K/V and meets the barrier). Warp-uniform branch.
+    int warp_lim = sk;
+    if (p.causal) {
+        warp_lim = 0;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) warp_lim = max(warp_lim, max(row_limit(mi, 0), row_limit(mi, 1)));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) warp_lim = max(warp_lim, __shfl_xor_sync(0xffffffffu, warp_lim, o));
+    }
+#endif
+    for (int it = 0; it < n_tiles; ++it) {
+        const int n0 = ks + it * BN;
+        const int buf = it & 1;
+#if ATTN_ONE_BARRIER
+        // v3: one barrier per tile. This thread's copies of tile `it` (issued one iteration ago, right after
+        // the previous barrier) are complete; the barrier makes every thread's copies visible AND proves
+        // every warp finished iteration it-1, which read buffer buf ^ 1: only then is the next tile
+        // prefetched into it. Buffer `buf` is not written again before the next iteration's barrier.
+        cp_async_wait<0>();
+        __syncthreads();
+        if (it + 1 < n_tiles) {
+            load_kv(n0 + BN, buf ^ 1);
+            cp_async_commit();
+        }
+#else
+        if (it + 1 < n_tiles) {
+            load_kv(n0 + BN, buf ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+#endif
+
+        if (QREG && it == 0) {
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int kk = 0; kk < (QREG ? KD : 1); ++kk)
+                    ldmatrix_x4(sQ_warp + (mi * 16 * LDS + kk * 16) * 2, q_frag[mi][kk][0], q_frag[mi][kk][1],
+                                q_frag[mi][kk][2], q_frag[mi][kk][3]);
+        }
+
+        if (warp_active) {
+            const uint32_t sKb = smem_u32(sK + buf * BN * LDS + k_lane_off);
+            const uint32_t sVb = smem_u32(sV + buf * BN * LDS + v_lane_off);
+
+            // The BN-key tile is processed as KSUB sub-tiles of SUBN keys (KSUB = 2 halves the fp32 S
+            // registers for the register-tight 4 x 32-row d128 shape; loads and barriers stay per BN).
+#pragma unroll
+            for (int hs = 0; hs < KSUB; ++hs) {
+                const int c0 = hs * SUBN;  // first key of this sub-tile, relative to n0
+#if ATTN_CAUSAL_WARP_SKIP
+                if (n0 + c0 >= warp_lim) continue;  // no row of this warp sees a key of this sub-tile
+#endif
+                // ---- S = Q K^T (WM x SUBN per warp); each K fragment feeds MI mma rows
+                float sc[MI][NS][4];
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                    for (int n = 0; n < NS; ++n) sc[mi][n][0] = sc[mi][n][1] = sc[mi][n][2] = sc[mi][n][3] = 0.f;
+#pragma unroll(KD_UNROLL)
+                for (int kk = 0; kk < KD; ++kk) {
+                    uint32_t a[MI][4];
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi) {
+                        if constexpr (QREG) {
+                            a[mi][0] = q_frag[mi][kk][0];
+                            a[mi][1] = q_frag[mi][kk][1];
+                            a[mi][2] = q_frag[mi][kk][2];
+                            a[mi][3] = q_frag[mi][kk][3];
+                        } else {
+                            ldmatrix_x4(sQ_warp + (mi * 16 * LDS + kk * 16) * 2, a[mi][0], a[mi][1], a[mi][2],
+                                        a[mi][3]);
+                        }
+                    }
+#pragma unroll
+                    for (int np = 0; np < NS / 2; ++np) {
+                        uint32_t b0, b1, b2, b3;
+                        ldmatrix_x4(sKb + ((c0 + np * 16) * LDS + kk * 16) * 2, b0, b1, b2, b3);
+#pragma unroll
+                        for (int mi = 0; mi < MI; ++mi) {
+                            Ops<T>::mma(sc[mi][2 * np], a[mi], b0, b1);
+                            Ops<T>::mma(sc[mi][2 * np + 1], a[mi], b2, b3);
+                        }
+                    }
+                }
+
+                // ---- mask (only sub-tiles crossing a row limit or seqlen_k)
+                if (n0 + c0 + SUBN > mask_from) {
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi) {
+                        const int lim0 = row_limit(mi, 0), lim1 = row_limit(mi, 1);
+#pragma unroll
+                        for (int n = 0; n < NS; ++n) {
+                            const int col = n0 + c0 + n * 8 + 2 * t4;
+                            if (col >= lim0) sc[mi][n][0] = -INFINITY;
+                            if (col + 1 >= lim0) sc[mi][n][1] = -INFINITY;
+                            if (col >= lim1) sc[mi][n][2] = -INFINITY;
+                            if (col + 1 >= lim1) sc[mi][n][3] = -INFINITY;
+                        }
+                    }
+                }
+
+                // ---- online softmax; P packed into the PV A fragments as soon as it exists
+                // (C layout of n-tiles 2kk, 2kk+1 = A layout of k-step kk), freeing the fp32 S registers.
+                uint32_t pf[MI][SUBN / 16][4];
+                float alpha_v[MI][2];
+                bool grew = false;
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+                    for (int rr = 0; rr < 2; ++rr) {
+                        float mx = m_run[mi][rr];
+#pragma unroll
+                        for (int n = 0; n < NS; ++n)
+                            mx = fmaxf(mx, fmaxf(sc[mi][n][2 * rr], sc[mi][n][2 * rr + 1]));
+                        mx = quad_max(mx);
+                        const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
+                        // v3 fix: alpha is exactly 1 when the max did not grow. ptxas contracts
+                        // `m_old * sl2 - ms` into FFMA(m_old, sl2, -fl(mx * sl2)), whose value for mx == m_old
+                        // is the rounding residual of m * sl2 (|r| <= ulp(m*sl2)/2, 1.5e-5 at |m*sl2| ~ 200),
+                        // not 0: v2's alpha was 1 +- 1e-5 while its lazy skip left o unscaled, so l and o
+                        // drifted apart by alpha^N over N skipped sub-tiles (fp16 large logits, s8k/s16k).
+                        // Both -inf (row saw no key yet): alpha = 1, o and l are still 0.
+                        const float alpha = (mx == m_run[mi][rr]) ? 1.f : fast_exp2(m_run[mi][rr] * sl2 - ms);
+                        // skip decided on the value actually applied to l: o *= alpha is skipped only when
+                        // every alpha of the warp is exactly 1.0f, so skipping is bit-identical to multiplying
+                        grew |= alpha != 1.f;
+                        alpha_v[mi][rr] = alpha;
+                        m_run[mi][rr] = mx;
+                        float rs = 0.f;
+#pragma unroll
+                        for (int n = 0; n < NS; ++n) {
+                            const float e0 = fast_exp2(fmaf(sc[mi][n][2 * rr], sl2, -ms));
+                            const float e1 = fast_exp2(fmaf(sc[mi][n][2 * rr + 1], sl2, -ms));
+                            rs += e0 + e1;
+                            pf[mi][n >> 1][(n & 1) * 2 + rr] = Ops<T>::pack(e0, e1);
+                        }
+                        l_run[mi][rr] = l_run[mi][rr] * alpha + rs;
+                        if constexpr (!LAZY) {
+#pragma unroll
+                            for (int n = 0; n < NO; ++n) {
+                                o_acc[mi][n][2 * rr] *= alpha;
+                                o_acc[mi][n][2 * rr + 1] *= alpha;
+                            }
+                        }
+                    }
+                }
+                if constexpr (LAZY) {
+                    // o is rescaled only when some row of the warp has alpha != 1.0f (l_run was multiplied by
+                    // the same alpha above): skipping a multiply by exactly 1.0f is exact (v3; see alpha).
+                    if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+                        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                            for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+                                for (int n = 0; n < NO; ++n) {
+                                    o_acc[mi][n][2 * rr] *= alpha_v[mi][rr];
+                                    o_acc[mi][n][2 * rr + 1] *= alpha_v[mi][rr];
+                                }
+                    }
+                }
+
+                // ---- O += P V over this sub-tile's keys
+#pragma unroll
+                for (int kk = 0; kk < SUBN / 16; ++kk) {
+#pragma unroll
+                    for (int dp = 0; dp < D / 16; ++dp) {
+                        uint32_t b0, b1, b2, b3;
+                        ldmatrix_x4_trans(sVb + ((c0 + kk * 16) * LDS + dp * 16) * 2, b0, b1, b2, b3);
+#pragma unroll
+                        for (int mi = 0; mi < MI; ++mi) {
+                            Ops<T>::mma(o_acc[mi][2 * dp], pf[mi][kk], b0, b1);
+                            Ops<T>::mma(o_acc[mi][2 * dp + 1], pf[mi][kk], b2, b3);
+                        }
+                    }
+                }
+            }  // sub-tiles
+        }  // warp_active
+#if !ATTN_ONE_BARRIER
+        __syncthreads();  // buffer `buf` is refilled by the next-but-one iteration's prefetch
+#endif
+    }
+
+    // ---- epilogue
+    float inv[MI][2], lse_v[MI][2];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+            const float l = quad_sum(l_run[mi][rr]);
+            if (l > 0.f) {
+                inv[mi][rr] = 1.f / l;
+                lse_v[mi][rr] = (m_run[mi][rr] * sl2 + log2f(l)) * kLn2;
+            } else {
+                inv[mi][rr] = 0.f;
+                lse_v[mi][rr] = partial ? -INFINITY : INFINITY;
+            }
+        }
+    }
+
+    if (partial) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+                const int r = m0 + warp * WM + mi * 16 + g + rr * 8;
+                if (r >= p.R) continue;
+                const int h = hb * p.G + r / sq, i = r % sq;
+                const long long row_off = (((long long)split * p.batch + b) * p.hq + h) * sq + i;
+                float* dst = p.o_part + row_off * D + 2 * t4;
+#pragma unroll
+                for (int n = 0; n < NO; ++n)
+                    *reinterpret_cast<float2*>(dst + n * 8) = make_float2(o_acc[mi][n][2 * rr] * inv[mi][rr],
+                                                                          o_acc[mi][n][2 * rr + 1] * inv[mi][rr]);
+                if (t4 == 0) p.lse_part[row_off] = lse_v[mi][rr];
+            }
+        }
+        return;
+    }
+
+    // Stage the warp's WM output rows in its own rows of sQ (only this warp ever read them), then
+    // write 16-byte chunks.
+    __syncwarp();
+    T* sO = sQ + warp * WM * LDS;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+#pragma unroll
+            for (int n = 0; n < NO; ++n) {
+                *reinterpret_cast<uint32_t*>(sO + (mi * 16 + g + rr * 8) * LDS + n * 8 + 2 * t4) =
+                    Ops<T>::pack(o_acc[mi][n][2 * rr] * inv[mi][rr], o_acc[mi][n][2 * rr + 1] * inv[mi][rr]);
+            }
+            const int r = m0 + warp * WM + mi * 16 + g + rr * 8;
+            if (t4 == 0 && r < p.R) p.lse[((long long)b * p.hq + hb * p.G + r / sq) * sq + r % sq] = lse_v[mi][rr];
+        }
+    }
+    __syncwarp();
+    T* og = reinterpret_cast<T*>(p.o) + b * p.o_bs;
+    for (int c = lane; c < WM * CH; c += 32) {
+        const int row = c / CH, ch = c - row * CH;
+        const int r = m0 + warp * WM + row;
+        if (r >= p.R) continue;
+        const int h = hb * p.G + r / sq, i = r % sq;
+        *reinterpret_cast<uint4*>(og + (long long)i * p.o_rs + (long long)h * p.o_hs + ch * 8) =
+            *reinterpret_cast<const uint4*>(sO + row * LDS + ch * 8);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Split-KV combine: one warp per (b, h, i) row; fixed order over splits (deterministic).
+// ------------------------------------------------------------------------------------------------
+template <typename T>
+__global__ void __launch_bounds__(128) attn_combine(const KParams p, int D) {
+    const long long rows = (long long)p.batch * p.hq * p.sq;
+    const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const int S = p.num_splits;
+    const long long split_stride = rows;  // rows per split in lse_part; o_part rows * D
+    float mx = -INFINITY;
+    for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.lse_part[s * split_stride + row]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.f;
+    if (mx != -INFINITY)
+        for (int s = lane; s < S; s += 32) sum += expf(p.lse_part[s * split_stride + row] - mx);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const bool empty = !(sum > 0.f);
+    const float lse = empty ? INFINITY : mx + logf(sum);
+
+    // row -> (b, h, i)
+    const int i = (int)(row % p.sq);
+    const long long bh = row / p.sq;
+    const int h = (int)(bh % p.hq);
+    const int b = (int)(bh / p.hq);
+    if (lane == 0) p.lse[row] = lse;
+    T* dst = reinterpret_cast<T*>(p.o) + b * p.o_bs + (long long)i * p.o_rs + (long long)h * p.o_hs;
+    for (int d = lane * 4; d < D; d += 128) {
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (!empty) {
+            for (int s = 0; s < S; ++s) {
+                const float ls = p.lse_part[s * split_stride + row];
+                const float w = (ls == -INFINITY) ? 0.f : expf(ls - lse);
+                const float4 v = *reinterpret_cast<const float4*>(p.o_part + (s * split_stride + row) * D + d);
+                acc.x += w * v.x;
+                acc.y += w * v.y;
+                acc.z += w * v.z;
+                acc.w += w * v.w;
+            }
+        }
+        T tmp[4] = {T(acc.x), T(acc.y), T(acc.z), T(acc.w)};
+        *reinterpret_cast<uint2*>(dst + d) = *reinterpret_cast<const uint2*>(tmp);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Scalar fallback (any head_dim <= 256, any alignment): one warp per (b, h, i) row.
+// ------------------------------------------------------------------------------------------------
+template <typename T>
+__global__ void __launch_bounds__(128) attn_fallback(const KParams p, int D, float scale) {
+    const long long rows = (long long)p.batch * p.hq * p.sq;
+    const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const int i = (int)(row % p.sq);
+    const long long bh = row / p.sq;
+    const int h = (int)(bh % p.hq);
+    const int b = (int)(bh / p.hq);
+    const int kvh = h / p.group;
+    const T* qp = reinterpret_cast<const T*>(p.q) + b * p.q_bs + (long long)i * p.q_rs + (long long)h * p.q_hs;
+    const T* kp = reinterpret_cast<const T*>(p.k) + b * p.k_bs + (long long)kvh * p.k_hs;
+    const T* vp = reinterpret_cast<const T*>(p.v) + b * p.v_bs + (long long)kvh * p.v_hs;
+    float qv[8], ov[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const int d = lane + 32 * j;
+        qv[j] = d < D ? Ops<T>::to_float(qp[d]) : 0.f;
+        ov[j] = 0.f;
+    }
+    const int lim = p.causal ? min(p.sk, i + p.sk - p.sq + 1) : p.sk;
+    float m = -INFINITY, l = 0.f;
+    for (int key = 0; key < lim; ++key) {
+        float dot = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int d = lane + 32 * j;
+            if (d < D) dot += qv[j] * Ops<T>::to_float(kp[(long long)key * p.k_rs + d]);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        const float sc = dot * scale;
+        const float mn = fmaxf(m, sc);
+        const float alpha = expf(m - mn);  // m = -inf first time -> 0
+        const float pw = expf(sc - mn);
+        l = l * alpha + pw;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int d = lane + 32 * j;
+            ov[j] = ov[j] * alpha + (d < D ? pw * Ops<T>::to_float(vp[(long long)key * p.v_rs + d]) : 0.f);
+        }
+        m = mn;
+    }
+    T* op = reinterpret_cast<T*>(p.o) + b * p.o_bs + (long long)i * p.o_rs + (long long)h * p.o_hs;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const int d = lane + 32 * j;
+        if (d < D) op[d] = T(ov[j] * inv);
+    }
+    if (lane == 0) p.lse[row] = l > 0.f ? m + logf(l) : INFINITY;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Host side
+// ------------------------------------------------------------------------------------------------
+struct Plan {
+    bool fast;        // templated mma path
+    int bm;           // query rows per CTA (64 or 128)
+    int G, R, num_hb, m_blocks, num_splits, tiles_per_split;
+};
+
+// The mma path needs 16 B aligned rows (cp.async / uint4) and 32-bit in-tile key offsets.
+bool is_aligned(const attn_fwd_params* p) {
+    const int64_t lim = (int64_t(1) << 31) / (2 * kBN);
+    if (p->k_row_stride >= lim || p->v_row_stride >= lim || p->k_row_stride < 0 || p->v_row_stride < 0)
+        return false;
+    auto al = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; };
+    if (!al(p->q) || !al(p->k) || !al(p->v) || !al(p->o)) return false;
+    const int64_t s[12] = {p->q_batch_stride, p->q_row_stride, p->q_head_stride, p->k_batch_stride,
+                           p->k_row_stride,   p->k_head_stride, p->v_batch_stride, p->v_row_stride,
+                           p->v_head_stride, p->o_batch_stride, p->o_row_stride, p->o_head_stride};
+    for (int j = 0; j < 12; ++j)
+        if (s[j] % 8 != 0) return false;
+    return true;
+}
+
+Plan make_plan(const attn_fwd_params* p, bool workspace_known_ok) {
+    Plan pl{};
+    const int D = p->head_dim;
+    pl.fast = (D == 64 || D == 96 || D == 128 || D == 192 || D == 256) && is_aligned(p);
+    const int group = p->num_heads_q / p->num_heads_kv;
+    pl.G = (p->seqlen_q <= 16) ? group : 1;
+    pl.R = pl.G * p->seqlen_q;
+    pl.num_hb = p->num_heads_q / pl.G;
+    const int num_sms = p->num_sms > 0 ? p->num_sms : 132;
+    const long long big_blocks = (long long)((pl.R + 127) / 128) * p->batch * pl.num_hb;
+    pl.bm = (pl.R <= 64 || big_blocks < num_sms) ? 64 : 128;
+    const int BM = pl.bm;
+    pl.m_blocks = (pl.R + BM - 1) / BM;
+    const int n_tiles = (p->seqlen_k + kBN - 1) / kBN;
+    pl.num_splits = 1;
+    pl.tiles_per_split = n_tiles > 0 ? n_tiles : 1;
+    const long long base = (long long)pl.m_blocks * p->batch * pl.num_hb;
+    const int per_sm = (pl.bm == 64 && D <= 128) ? 2 : 1;
+    const long long wave = (long long)num_sms * per_sm;
+    if (pl.fast && workspace_known_ok && base < wave && n_tiles >= 4) {
+        long long want = (2 * wave + base - 1) / base;
+        long long cap = n_tiles / 2;
+        if (want > cap) want = cap;
+        if (want > 128) want = 128;
+        if (want > 1) {
+            const int tps = (int)((n_tiles + want - 1) / want);
+            pl.tiles_per_split = tps;
+            pl.num_splits = (n_tiles + tps - 1) / tps;
+        }
+    }
+    return pl;
+}
+
+size_t split_workspace_bytes(const attn_fwd_params* p, const Plan& pl) {
+    if (pl.num_splits <= 1) return 0;
+    const size_t rows = (size_t)pl.num_splits * p->batch * p->num_heads_q * p->seqlen_q;
+    return rows * (size_t)p->head_dim * 4 + rows * 4 + 256;
+}
+
+template <int D, int NW, int MI, int KSUB, typename T>
+int launch_mma(const KParams& kp, const Plan& pl, cudaStream_t stream) {
+    constexpr int smem = smem_bytes<D, NW, MI>();
+    auto kern = attn_fwd_mma<D, NW, MI, KSUB, T>;
+    if (smem > 48 * 1024) {
+        if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 2;
+    }
+    dim3 grid((unsigned)((long long)kp.batch * pl.num_hb * pl.m_blocks), (unsigned)pl.num_splits, 1u);
+    kern<<<grid, NW * 32, smem, stream>>>(kp);
+    if (cudaGetLastError() != cudaSuccess) return 3;
+    if (pl.num_splits > 1) {
+        const long long rows = (long long)kp.batch * kp.hq * kp.sq;
+        attn_combine<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(kp, D);
+        if (cudaGetLastError() != cudaSuccess) return 3;
+    }
+    return 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// v4: wgmma path (sm_90a) for prefill with head_dim 64 / 128 / 256.
+// One CTA = 128 query rows of one (batch, head) as 2 warpgroups x 64 rows. Q, K and V tiles live in
+// shared memory in the 128-byte-swizzled layout wgmma reads through matrix descriptors: a tile of R rows
+// x D columns is stored as D/64 column blocks of R rows x 128 B, and inside a block the 16-byte chunk c
+// of row r sits at chunk position c ^ (r % 8) (every tile base is 1024-byte aligned, so the address-bit
+// swizzle the hardware applies is exactly this XOR). PTX ISA "Asynchronous Warpgroup Level Matrix
+// Shared Memory Layout" / "Matrix Descriptor Format".
+//   S = Q K^T : wgmma SS, A = Q (K-major), B = K tile (K-major: keys are B's N rows), N = BN keys.
+//   O += P V  : wgmma RS, A = P from registers (the S accumulators re-packed, as with mma.sync),
+//               B = V tile with imm-trans-b = 1 (MN-major: head_dim contiguous), N = head_dim.
+// K/V tiles are double-buffered with cp.async (all 256 threads load), fence.proxy.async makes the
+// generic-proxy writes visible to wgmma's async proxy before the barrier.
+// ------------------------------------------------------------------------------------------------
+#ifndef ATTN_WGMMA
+#define ATTN_WGMMA 1  // v4: 1 routes head_dim 64/128/256 prefill to the wgmma kernel
+#endif
+#ifndef ATTN_V_LBO_IS_DBLOCK
+#define ATTN_V_LBO_IS_DBLOCK 0  // MN-major V descriptor: LBO = stride of 64-column d blocks, SBO = 8-key groups
+#endif
+
+template <typename T, int N>
+struct WgSS;
+template <typename T, int N>
+struct WgRS;
+
+// GENERATED by kernels/campaigns/fast-kernel/gen_wgmma.py: begin
+template <>
+struct WgSS<__nv_bfloat16, 64> {
+__device__ __forceinline__ static void run(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+};
+
+template <>
+struct WgSS<__nv_bfloat16, 128> {
+__device__ __forceinline__ static void run(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+};
+
+template <>
+struct WgRS<__nv_bfloat16, 64> {
+__device__ __forceinline__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+
+template <>
+struct WgRS<__nv_bfloat16, 128> {
+__device__ __forceinline__ static void run(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+
+template <>
+struct WgRS<__nv_bfloat16, 256> {
+__device__ __forceinline__ static void run(float (&d)[128], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+
+template <>
+struct WgSS<__half, 64> {
+__device__ __forceinline__ static void run(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+};
+
+template <>
+struct WgSS<__half, 128> {
+__device__ __forceinline__ static void run(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+};
+
+template <>
+struct WgRS<__half, 64> {
+__device__ __forceinline__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+
+template <>
+struct WgRS<__half, 128> {
+__device__ __forceinline__ static void run(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+
+template <>
+struct WgRS<__half, 256> {
+__device__ __forceinline__ static void run(float (&d)[128], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+// GENERATED: end
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+template <int K>
+__device__ __forceinline__ void reg_fence(float (&r)[K]) {
+#pragma unroll
+    for (int i = 0; i < K; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Matrix descriptor: start address, leading / stride byte offsets (all >> 4), 128-byte swizzle (mode 1).
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo & 0x3FFFFu) >> 4) << 16) |
+           ((uint64_t)((sbo & 0x3FFFFu) >> 4) << 32) | (1ull << 62);
+}
+
+constexpr int kWgBM = 128;  // query rows per CTA: 2 warpgroups x 64
+template <int D>
+struct WgCfg {
+    static constexpr int BN = D == 256 ? 64 : 128;  // keys per tile
+};
+template <int D>
+constexpr int wg_smem_bytes() {
+    return 1024 + kWgBM * D * 2 + 2 * 2 * WgCfg<D>::BN * D * 2;  // align slack + Q + 2 stages of K and V
+}
+
+// Byte offset of 16-byte chunk `c` (columns 8c..8c+7) of row `r` in a swizzled tile of R rows.
+template <int R>
+__device__ __forceinline__ uint32_t sw_off(int r, int c) {
+    return (uint32_t)((c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// cp.async an R x D tile (rows at `g`, row stride `rs` elements) into the swizzled tile at `dst`; rows
+// >= `valid` are zero-filled and read nothing (`safe` is a valid address used for them).
+template <int R, int D, typename T>
+__device__ __forceinline__ void wg_load(uint32_t dst, const T* g, long long rs, int valid, const T* safe, int tid) {
+    constexpr int CH = D / 8;
+#pragma unroll 4
+    for (int i = tid; i < R * CH; i += 256) {
+        const int r = i / CH, c = i % CH;
+        const bool ok = r < valid;
+        cp_async_16(dst + sw_off<R>(r, c), ok ? (const void*)(g + (long long)r * rs + c * 8) : (const void*)safe, ok);
+    }
+}
+
+// grid = m_blocks * batch * hq CTAs (heaviest causal row blocks first), 256 threads.
+template <int D, typename T>
+__global__ void __launch_bounds__(256, 1) attn_fwd_wgmma(const KParams p, int m_blocks) {
+    constexpr int BN = WgCfg<D>::BN, BM = kWgBM;
+    constexpr int NC = BN / 8;  // 8-column chunks of the S accumulator
+    constexpr int NO = D / 8;   // 8-column chunks of the O accumulator
+    constexpr uint32_t kTile = BN * D * 2;
+#if ATTN_V_LBO_IS_DBLOCK
+    constexpr uint32_t kVLbo = BN * 128, kVSbo = 1024;
+#else
+    constexpr uint32_t kVLbo = 1024, kVSbo = BN * 128;
+#endif
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const uint32_t sKV = sQ + BM * D * 2;  // stage s: K at sKV + 2 s kTile, V right after it
+
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    const int bh_count = p.batch * p.hq;
+    const int mb = m_blocks - 1 - (int)(blockIdx.x / bh_count);
+    const int bh = (int)(blockIdx.x % bh_count);
+    const int b = bh / p.hq, h = bh % p.hq, hk = h / p.group;
+    const int m0 = mb * BM;
+    const int off = p.sk - p.sq;  // bottom-right causal: row i sees keys j <= i + off
+    int n_end = p.sk;
+    if (p.causal) n_end = min(n_end, m0 + BM + off);
+    const int n_tiles = n_end > 0 ? (n_end + BN - 1) / BN : 0;
+    const T* qg = static_cast<const T*>(p.q) + b * p.q_bs + h * p.q_hs;
+    const T* kg = static_cast<const T*>(p.k) + b * p.k_bs + hk * p.k_hs;
+    const T* vg = static_cast<const T*>(p.v) + b * p.v_bs + hk * p.v_hs;
+    const float sl2 = p.scale_log2;
+
+    const int r0 = m0 + 64 * wg + 16 * warp + (lane >> 2);  // this thread's rows: r0 and r0 + 8
+    const int t2 = 2 * (lane & 3);
+
+    float o[NO * 4];
+#pragma unroll
+    for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
+    float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
+
+    if (n_tiles > 0) {
+        wg_load<BM, D>(sQ, qg + (long long)m0 * p.q_rs, p.q_rs, p.sq - m0, qg, tid);
+        wg_load<BN, D>(sKV, kg, p.k_rs, p.sk, kg, tid);
+        wg_load<BN, D>(sKV + kTile, vg, p.v_rs, p.sk, vg, tid);
+        cp_async_commit();
+    }
+    for (int j = 0; j < n_tiles; ++j) {
+        const uint32_t sK = sKV + (j & 1) * 2 * kTile, sV = sK + kTile;
+        cp_async_wait<0>();
+        fence_proxy_async();
+        __syncthreads();  // tile j visible to all; every warpgroup is done with tile j - 1's stage
+        if (j + 1 < n_tiles) {
+            const uint32_t nK = sKV + ((j + 1) & 1) * 2 * kTile;
+            const int k0 = (j + 1) * BN;
+            wg_load<BN, D>(nK, kg + (long long)k0 * p.k_rs, p.k_rs, p.sk - k0, kg, tid);
+            wg_load<BN, D>(nK + kTile, vg + (long long)k0 * p.v_rs, p.v_rs, p.sk - k0, vg, tid);
+            cp_async_commit();
+        }
+        // S = Q K^T for this warpgroup's 64 rows
+        float s[NC * 4];
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const uint32_t qa = sQ + (kk >> 2) * (BM * 128) + wg * (64 * 128) + (kk & 3) * 32;
+            const uint32_t kb = sK + (kk >> 2) * (BN * 128) + (kk & 3) * 32;
+            WgSS<T, BN>::run(s, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024), kk > 0);
+        }
+        wg_commit();
+        wg_wait<0>();
+        reg_fence(s);
+
+        const int kbase = j * BN;
+        if (kbase + BN > p.sk || (p.causal && kbase + BN - 1 > m0 + off)) {
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int row = r0 + ((e >> 1) << 3);
+                    const int col = kbase + 8 * c + t2 + (e & 1);
+                    const int lim = p.causal ? min(p.sk, row + off + 1) : p.sk;
+                    if (col >= lim) s[4 * c + e] = -INFINITY;
+                }
+            }
+        }
+        float mx[2] = {m_r[0], m_r[1]};
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
+            mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
+        }
+        float ms[2], alpha[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            mx[i] = quad_max(mx[i]);
+            ms[i] = mx[i] == -INFINITY ? 0.f : mx[i] * sl2;
+            alpha[i] = mx[i] == m_r[i] ? 1.f : fast_exp2(m_r[i] * sl2 - ms[i]);
+            m_r[i] = mx[i];
+            l_r[i] *= alpha[i];
+        }
+        uint32_t pa[BN / 16][4];
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            const float p0 = fast_exp2(s[4 * c] * sl2 - ms[0]), p1 = fast_exp2(s[4 * c + 1] * sl2 - ms[0]);
+            const float p2 = fast_exp2(s[4 * c + 2] * sl2 - ms[1]), p3 = fast_exp2(s[4 * c + 3] * sl2 - ms[1]);
+            l_r[0] += p0 + p1;
+            l_r[1] += p2 + p3;
+            pa[c >> 1][(c & 1) * 2 + 0] = Ops<T>::pack(p0, p1);  // A fragment: a0/a2 row g, a1/a3 row g + 8
+            pa[c >> 1][(c & 1) * 2 + 1] = Ops<T>::pack(p2, p3);
+        }
+#pragma unroll
+        for (int c = 0; c < NO; ++c) {
+            o[4 * c] *= alpha[0];
+            o[4 * c + 1] *= alpha[0];
+            o[4 * c + 2] *= alpha[1];
+            o[4 * c + 3] *= alpha[1];
+        }
+        // O += P V
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk)
+            WgRS<T, D>::run(o, pa[kk], wg_desc(sV + kk * (16 * 128), kVLbo, kVSbo));
+        wg_commit();
+        wg_wait<0>();
+        reg_fence(o);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const float l = quad_sum(l_r[i]);
+        const int row = r0 + 8 * i;
+        if (row >= p.sq) continue;
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        T* og = static_cast<T*>(p.o) + b * p.o_bs + (long long)row * p.o_rs + h * p.o_hs;
+#pragma unroll
+        for (int c = 0; c < NO; ++c)
+            *reinterpret_cast<uint32_t*>(og + 8 * c + t2) = Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
+        if ((lane & 3) == 0)
+            p.lse[((long long)b * p.hq + h) * p.sq + row] = l > 0.f ? (m_r[i] * sl2 + log2f(l)) * kLn2 : INFINITY;
+    }
+}
+
+template <int D, typename T>
+int launch_wgmma(const KParams& kp, int m_blocks, cudaStream_t stream) {
+    constexpr int smem = wg_smem_bytes<D>();
+    auto kern = attn_fwd_wgmma<D, T>;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 3;
+    const long long grid = (long long)m_blocks * kp.batch * kp.hq;
+    kern<<<(unsigned)grid, 256, smem, stream>>>(kp, m_blocks);
+    return cudaGetLastError() == cudaSuccess ? 0 : 3;
+}
+
+template <typename T>
+int dispatch_wgmma(const KParams& kp, int D, cudaStream_t stream) {
+    const int m_blocks = (kp.sq + kWgBM - 1) / kWgBM;
+    switch (D) {
+        case 64: return launch_wgmma<64, T>(kp, m_blocks, stream);
+        case 128: return launch_wgmma<128, T>(kp, m_blocks, stream);
+        case 256: return launch_wgmma<256, T>(kp, m_blocks, stream);
+    }
+    return 1;
+}
+
+// The wgmma kernel takes prefill work that fills at least one wave of 128-row CTAs; decode, GQA
+// packing, split-KV and other head dims stay on the mma.sync kernels.
+bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
+    if (!ATTN_WGMMA || !pl.fast || pl.G != 1 || pl.num_splits != 1) return false;
+    const int D = p->head_dim;
+    if (D != 64 && D != 128 && D != 256) return false;
+    const int num_sms = p->num_sms > 0 ? p->num_sms : 132;
+    const long long ctas = (long long)((p->seqlen_q + kWgBM - 1) / kWgBM) * p->batch * p->num_heads_q;
+    return ctas >= num_sms;
+}
+
+template <typename T>
+int dispatch(const KParams& kp, const Plan& pl, int D, cudaStream_t stream) {
+    // BM = 128: 4 warps x 32 rows (d <= 128; d128 as 2 x 32-key sub-tiles per 64-key tile, v2) or
+    // 8 warps x 16 rows (d >= 192: the 32-row O accumulators do not fit). BM = 64: 4 warps x 16 rows.
+    if (pl.bm == 128) {
+        switch (D) {
+            case 64: return launch_mma<64, 4, 2, 1, T>(kp, pl, stream);
+            case 96: return launch_mma<96, 4, 2, 1, T>(kp, pl, stream);
+            case 128: return launch_mma<128, 4, 2, ATTN_D128_KSUB, T>(kp, pl, stream);
+            case 192: return launch_mma<192, 8, 1, 1, T>(kp, pl, stream);
+            case 256: return launch_mma<256, 8, 1, 1, T>(kp, pl, stream);
+        }
+    } else {
+        switch (D) {
+            case 64: return launch_mma<64, 4, 1, 1, T>(kp, pl, stream);
+            case 96: return launch_mma<96, 4, 1, 1, T>(kp, pl, stream);
+            case 128: return launch_mma<128, 4, 1, 1, T>(kp, pl, stream);
+            case 192: return launch_mma<192, 4, 1, 1, T>(kp, pl, stream);
+            case 256: return launch_mma<256, 4, 1, 1, T>(kp, pl, stream);
+        }
+    }
+    return 1;
+}
+
+}  // namespace
+
+extern "C" size_t attn_fwd_workspace_bytes(const attn_fwd_params* p) {
+    if (p == nullptr || p->num_heads_kv <= 0 || p->num_heads_q % p->num_heads_kv != 0 || p->seqlen_q <= 0)
+        return 0;
+    const Plan pl = make_plan(p, true);
+    return split_workspace_bytes(p, pl);
+}
+
+extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
+    if (p == nullptr || p->abi_version != ATTN_ABI_VERSION) return 1;
+    if (p->dtype != ATTN_DTYPE_BF16 && p->dtype != ATTN_DTYPE_FP16) return 1;
+    if (p->batch <= 0 || p->seqlen_q <= 0 || p->num_heads_q <= 0 || p->num_heads_kv <= 0) return 0;
+    if (p->num_heads_q % p->num_heads_kv != 0 || p->seqlen_k < 0) return 1;
+    if (p->head_dim <= 0 || p->head_dim > 256) return 1;
+
+    // Split-KV only when the harness provided the workspace this plan asks for.
+    Plan pl = make_plan(p, true);
+    const size_t need = split_workspace_bytes(p, pl);
+    if (need > 0 && (p->workspace == nullptr || p->workspace_bytes < need)) pl = make_plan(p, false);
+
+    KParams kp{};
+    kp.q = p->q;
+    kp.k = p->k;
+    kp.v = p->v;
+    kp.o = p->o;
+    kp.lse = p->lse;
+    kp.q_bs = p->q_batch_stride; kp.q_rs = p->q_row_stride; kp.q_hs = p->q_head_stride;
+    kp.k_bs = p->k_batch_stride; kp.k_rs = p->k_row_stride; kp.k_hs = p->k_head_stride;
+    kp.v_bs = p->v_batch_stride; kp.v_rs = p->v_row_stride; kp.v_hs = p->v_head_stride;
+    kp.o_bs = p->o_batch_stride; kp.o_rs = p->o_row_stride; kp.o_hs = p->o_head_stride;
+    kp.batch = p->batch;
+    kp.sq = p->seqlen_q;
+    kp.sk = p->seqlen_k;
+    kp.hq = p->num_heads_q;
+    kp.hkv = p->num_heads_kv;
+    kp.group = p->num_heads_q / p->num_heads_kv;
+    kp.G = pl.G;
+    kp.R = pl.R;
+    kp.num_hb = pl.num_hb;
+    kp.causal = p->causal ? 1 : 0;
+    kp.num_splits = pl.num_splits;
+    kp.tiles_per_split = pl.tiles_per_split;
+    kp.scale_log2 = p->softmax_scale * kLog2e;
+    if (pl.num_splits > 1) {
+        const size_t rows = (size_t)pl.num_splits * p->batch * p->num_heads_q * p->seqlen_q;
+        uintptr_t base = (reinterpret_cast<uintptr_t>(p->workspace) + 255u) & ~uintptr_t(255u);
+        kp.o_part = reinterpret_cast<float*>(base);
+        kp.lse_part = kp.o_part + rows * (size_t)p->head_dim;
+    }
+
+    const bool bf16 = p->dtype == ATTN_DTYPE_BF16;
+    if (!pl.fast || p->seqlen_k == 0 || !(p->softmax_scale > 0.f)) {
+        const long long rows = (long long)p->batch * p->num_heads_q * p->seqlen_q;
+        const unsigned blocks = (unsigned)((rows + 3) / 4);
+        if (bf16)
+            attn_fallback<__nv_bfloat16><<<blocks, 128, 0, stream>>>(kp, p->head_dim, p->softmax_scale);
+        else
+            attn_fallback<__half><<<blocks, 128, 0, stream>>>(kp, p->head_dim, p->softmax_scale);
+        return cudaGetLastError() == cudaSuccess ? 0 : 3;
+    }
+    if (use_wgmma(p, pl))
+        return bf16 ? dispatch_wgmma<__nv_bfloat16>(kp, p->head_dim, stream) : dispatch_wgmma<__half>(kp, p->head_dim, stream);
+    return bf16 ? dispatch<__nv_bfloat16>(kp, pl, p->head_dim, stream) : dispatch<__half>(kp, pl, p->head_dim, stream);
+}
