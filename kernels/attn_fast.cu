@@ -1,8 +1,16 @@
-// attn_fast.cu — FlashAttention-2-style forward kernel for Hopper (sm_90a), hand-written mma.sync/PTX.
+// attn_fast.cu (v5) — FlashAttention-style forward kernel for Hopper (sm_90a), hand-written PTX (no CUTLASS/CuTe).
+// v5 = v4 with head_dim 64 back on the mma.sync kernel. v4 = v3 + a wgmma kernel (2 warpgroups x 64 rows, Q/K/V
+// in 128B-swizzled shared memory read by matrix descriptors, S = Q K^T as wgmma SS, O += P V as wgmma RS with P
+// from registers, cp.async double-buffered K/V) for prefill with head_dim 128/256 that fills >= 1 wave of CTAs.
+// v3 = v2's d128 4 warps x 32 rows with two 32-key sub-tiles and lazy o rescale, with v2's fp16 drift fixed
+// (alpha is exactly 1 when the row max did not grow), one __syncthreads per K/V tile, causal warp skip.
+// History, predictions and measurements: kernels/NOTES.md; sources of v3/v4: kernels/campaigns/fast-kernel/.
 //
-// Design (see kernels/NOTES.md for the bounds, predictions and measured outcomes):
-//   * One CTA = BM query rows of one (batch, head-block): 128 rows as 4 warps x 32 rows (d64, d96)
-//     or 8 warps x 16 rows (d128..256), or 64 rows as 4 warps x 16 rows (decode, small grids).
+// Design of the mma.sync kernels (decode, small grids, d64/d96/d192, unaligned; the wgmma kernel is described
+// at its definition below; kernels/NOTES.md has the bounds, predictions and measured outcomes of v1-v5):
+//   * One CTA = BM query rows of one (batch, head-block): 128 rows as 4 warps x 32 rows (d64, d96, and
+//     d128 since v2: 64-key tiles processed as two 32-key sub-tiles to fit 255 registers) or 8 warps x
+//     16 rows (d192, d256), or 64 rows as 4 warps x 16 rows (decode, small grids).
 //   * S = Q K^T and O += P V on mma.sync.m16n8k16 (bf16/fp16 in, fp32 accumulate).
 //   * Q fragments kept in registers where they fit, else re-read from shared memory per tile.
 //   * K/V tiles of BN = 64 keys, double-buffered with cp.async (16 B, zero-fill past seqlen_k),
@@ -27,6 +35,24 @@ namespace {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr int kBN = 64;  // keys per tile
+// Register-fit knobs of the 4 warps x 32 rows d128 shape (v2). With KSUB = 2 and the S k-loop unrolled
+// by 4, ptxas -v reports 251 registers and no spill; KSUB = 1 spills (12-64 B) at any unroll, KSUB = 2
+// fully unrolled spills 12 B.
+#ifndef ATTN_KD_UNROLL
+#define ATTN_KD_UNROLL 4  // unroll of the S k-loop when Q is re-read from shared memory
+#endif
+#ifndef ATTN_ONE_BARRIER
+#define ATTN_ONE_BARRIER 1  // v3: one __syncthreads per K/V tile (prefetch issued after it); 0: v1/v2's two
+#endif
+#ifndef ATTN_CAUSAL_WARP_SKIP
+#define ATTN_CAUSAL_WARP_SKIP 1  // v3: a warp skips (sub-)tiles that are fully masked for all its rows
+#endif
+#ifndef ATTN_LAZY_WIDE
+#define ATTN_LAZY_WIDE 0  // 1: lazy o rescale also on the 8-warp d192/d256 CTAs (v2's choice)
+#endif
+#ifndef ATTN_D128_KSUB
+#define ATTN_D128_KSUB 2  // d128 BM=128: the 64-key tile is processed as KSUB sub-tiles of 64/KSUB keys
+#endif
 
 struct KParams {
     const void* q;
@@ -145,7 +171,7 @@ constexpr int smem_bytes() {
 // Main kernel. grid = (batch * num_hb * num_m_blocks, num_splits); block = 32 * NW threads; each
 // warp owns MI consecutive 16-row sub-tiles (MI = 2 halves the ldmatrix traffic per FLOP).
 // ------------------------------------------------------------------------------------------------
-template <int D, int NW, int MI, typename T>
+template <int D, int NW, int MI, int KSUB, typename T>
 __global__ void __launch_bounds__(NW * 32, MinBlocks<D, NW, MI>::value) attn_fwd_mma(const KParams p) {
     constexpr int WM = 16 * MI;       // rows per warp
     constexpr int BM = WM * NW;
@@ -155,7 +181,16 @@ __global__ void __launch_bounds__(NW * 32, MinBlocks<D, NW, MI>::value) attn_fwd
     constexpr int CH = D / 8;         // 16-byte chunks per row
     constexpr bool QREG = (D * MI <= 128) || (MI == 1 && D <= 192);  // Q in registers, else re-read from shared
     constexpr int KD = D / 16;        // k-steps over head_dim
-    constexpr int NS = BN / 8;        // n-tiles of S
+    // S k-loop unroll: full (v1) except for the sub-tiled shape (KSUB > 1, Q re-read from shared), where a
+    // partial unroll limits how far ptxas hoists K/Q fragments (the 4 x 32-row d128 shape is register-bound)
+    // Lazy o rescale (warp-uniform skip when every alpha of the warp is exactly 1) on the sub-tiled d128
+    // shape only (v3). v2 also used it on the 8-warp d192/d256 CTAs: measured 0..-3% there (the branch
+    // splits the unrolled softmax/PV schedule), so v3 keeps v1's unconditional rescale on them
+    // (ATTN_LAZY_WIDE=1 restores v2's choice, with the v3 alpha fix).
+    constexpr bool LAZY = (KSUB > 1) || (NW == 8 && ATTN_LAZY_WIDE);
+    constexpr int KD_UNROLL = (QREG || KSUB == 1) ? KD : ATTN_KD_UNROLL;
+    constexpr int SUBN = BN / KSUB;   // keys per sub-tile (S registers hold WM x SUBN)
+    constexpr int NS = SUBN / 8;      // n-tiles of S per sub-tile
     constexpr int NO = D / 8;         // n-tiles of O
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -199,17 +234,13 @@ __global__ void __launch_bounds__(NW * 32, MinBlocks<D, NW, MI>::value) attn_fwd
     const int ke = min(ks + p.tiles_per_split * BN, n_end_blk);
 
     // per-thread rows: [mi][rr] -> packed row m0 + warp*WM + mi*16 + g + rr*8; its key limit
-    // (padding rows borrow the last valid row's limit; their results are never stored)
-    int row_lim[MI][2];
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-            const int r = m0 + warp * WM + mi * 16 + g + rr * 8;
-            const int rc = r < p.R ? r : p.R - 1;
-            row_lim[mi][rr] = p.causal ? min(sk, rc % sq + off + 1) : sk;
-        }
-    }
+    // (padding rows borrow the last valid row's limit; their results are never stored). Computed only
+    // where a sub-tile needs the mask (keeps registers free for the accumulators).
+    auto row_limit = [&](int mi, int rr) -> int {
+        const int r = m0 + warp * WM + mi * 16 + g + rr * 8;
+        const int rc = r < p.R ? r : p.R - 1;
+        return p.causal ? min(sk, rc % sq + off + 1) : sk;
+    };
 
     const bool partial = p.num_splits > 1;
 
@@ -253,18 +284,38 @@ __global__ void __launch_bounds__(NW * 32, MinBlocks<D, NW, MI>::value) attn_fwd
     cp_async_commit();
 
     const int k_rs = (int)p.k_rs, v_rs = (int)p.v_rs;  // host guarantees BN * stride < 2^31
+    // Each thread copies the same 16 B chunk column of rows row0, row0 + RSTEP, ... (NT % CH == 0) or
+    // walks the generic chunk sequence otherwise.
+    constexpr bool FIXED_CH = (NT % CH) == 0;
+    constexpr int RSTEP = FIXED_CH ? NT / CH : 1;
+    static_assert(BN % RSTEP == 0, "K/V tile rows must split evenly over the fixed-chunk threads");
+    static_assert(BN % (16 * KSUB) == 0, "sub-tiles must be whole k16 steps");
+    const int row0 = tid / CH, ch0 = tid - (tid / CH) * CH;
     auto load_kv = [&](int tile_n0, int buf) {
         T* dk = sK + buf * BN * LDS;
         T* dv = sV + buf * BN * LDS;
-        const T* kt = kg + (long long)tile_n0 * p.k_rs;
-        const T* vt = vg + (long long)tile_n0 * p.v_rs;
-        for (int c = tid; c < BN * CH; c += NT) {
-            const int row = c / CH, ch = c - row * CH;
-            const bool valid = tile_n0 + row < sk;
-            const T* srck = valid ? kt + (row * k_rs + ch * 8) : kg;
-            const T* srcv = valid ? vt + (row * v_rs + ch * 8) : vg;
-            cp_async_16(smem_u32(dk + row * LDS + ch * 8), srck, valid);
-            cp_async_16(smem_u32(dv + row * LDS + ch * 8), srcv, valid);
+        if constexpr (FIXED_CH) {
+            const T* kt = kg + (long long)(tile_n0 + row0) * p.k_rs + ch0 * 8;
+            const T* vt = vg + (long long)(tile_n0 + row0) * p.v_rs + ch0 * 8;
+            const uint32_t sdk = smem_u32(dk + row0 * LDS + ch0 * 8);
+            const uint32_t sdv = smem_u32(dv + row0 * LDS + ch0 * 8);
+#pragma unroll
+            for (int j = 0; j < BN / RSTEP; ++j) {
+                const bool valid = tile_n0 + row0 + j * RSTEP < sk;
+                cp_async_16(sdk + j * RSTEP * LDS * 2, valid ? kt + j * RSTEP * k_rs : kg, valid);
+                cp_async_16(sdv + j * RSTEP * LDS * 2, valid ? vt + j * RSTEP * v_rs : vg, valid);
+            }
+        } else {
+            const T* kt = kg + (long long)tile_n0 * p.k_rs;
+            const T* vt = vg + (long long)tile_n0 * p.v_rs;
+            for (int c = tid; c < BN * CH; c += NT) {
+                const int row = c / CH, ch = c - row * CH;
+                const bool valid = tile_n0 + row < sk;
+                const T* srck = valid ? kt + (row * k_rs + ch * 8) : kg;
+                const T* srcv = valid ? vt + (row * v_rs + ch * 8) : vg;
+                cp_async_16(smem_u32(dk + row * LDS + ch * 8), srck, valid);
+                cp_async_16(smem_u32(dv + row * LDS + ch * 8), srcv, valid);
+            }
         }
     };
 
@@ -293,9 +344,35 @@ __global__ void __launch_bounds__(NW * 32, MinBlocks<D, NW, MI>::value) attn_fwd
     const int n_tiles = (ke - ks + BN - 1) / BN;
     // A warp whose rows are all padding (decode: R < BM) only helps load K/V.
     const bool warp_active = m0 + warp * WM < p.R;
+#if ATTN_CAUSAL_WARP_SKIP
+    // v3: causal warp skip. warp_lim = the largest key limit over the warp's rows (padding rows borrow the
+    // last valid row's limit). A sub-tile starting at or past it is fully masked for every row of the warp:
+    // S = -inf everywhere, so mx = m_old, alpha = 1 exactly (v3 rule), p = 0, rs = 0: processing it changes
+    // nothing, and the warp skips it (it still loads K/V and meets the barrier). Warp-uniform branch.
+    int warp_lim = sk;
+    if (p.causal) {
+        warp_lim = 0;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) warp_lim = max(warp_lim, max(row_limit(mi, 0), row_limit(mi, 1)));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) warp_lim = max(warp_lim, __shfl_xor_sync(0xffffffffu, warp_lim, o));
+    }
+#endif
     for (int it = 0; it < n_tiles; ++it) {
         const int n0 = ks + it * BN;
         const int buf = it & 1;
+#if ATTN_ONE_BARRIER
+        // v3: one barrier per tile. This thread's copies of tile `it` (issued one iteration ago, right after
+        // the previous barrier) are complete; the barrier makes every thread's copies visible AND proves
+        // every warp finished iteration it-1, which read buffer buf ^ 1: only then is the next tile
+        // prefetched into it. Buffer `buf` is not written again before the next iteration's barrier.
+        cp_async_wait<0>();
+        __syncthreads();
+        if (it + 1 < n_tiles) {
+            load_kv(n0 + BN, buf ^ 1);
+            cp_async_commit();
+        }
+#else
         if (it + 1 < n_tiles) {
             load_kv(n0 + BN, buf ^ 1);
             cp_async_commit();
@@ -304,6 +381,7 @@ __global__ void __launch_bounds__(NW * 32, MinBlocks<D, NW, MI>::value) attn_fwd
             cp_async_wait<0>();
         }
         __syncthreads();
+#endif
 
         if (QREG && it == 0) {
 #pragma unroll
@@ -318,104 +396,143 @@ __global__ void __launch_bounds__(NW * 32, MinBlocks<D, NW, MI>::value) attn_fwd
             const uint32_t sKb = smem_u32(sK + buf * BN * LDS + k_lane_off);
             const uint32_t sVb = smem_u32(sV + buf * BN * LDS + v_lane_off);
 
-            // ---- S = Q K^T (WM x BN per warp); each K fragment feeds MI mma rows
-            float sc[MI][NS][4];
+            // The BN-key tile is processed as KSUB sub-tiles of SUBN keys (KSUB = 2 halves the fp32 S
+            // registers for the register-tight 4 x 32-row d128 shape; loads and barriers stay per BN).
 #pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                for (int n = 0; n < NS; ++n) sc[mi][n][0] = sc[mi][n][1] = sc[mi][n][2] = sc[mi][n][3] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < KD; ++kk) {
-                uint32_t a[MI][4];
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi) {
-                    if constexpr (QREG) {
-                        a[mi][0] = q_frag[mi][kk][0];
-                        a[mi][1] = q_frag[mi][kk][1];
-                        a[mi][2] = q_frag[mi][kk][2];
-                        a[mi][3] = q_frag[mi][kk][3];
-                    } else {
-                        ldmatrix_x4(sQ_warp + (mi * 16 * LDS + kk * 16) * 2, a[mi][0], a[mi][1], a[mi][2], a[mi][3]);
-                    }
-                }
-#pragma unroll
-                for (int np = 0; np < NS / 2; ++np) {
-                    uint32_t b0, b1, b2, b3;
-                    ldmatrix_x4(sKb + (np * 16 * LDS + kk * 16) * 2, b0, b1, b2, b3);
-#pragma unroll
-                    for (int mi = 0; mi < MI; ++mi) {
-                        Ops<T>::mma(sc[mi][2 * np], a[mi], b0, b1);
-                        Ops<T>::mma(sc[mi][2 * np + 1], a[mi], b2, b3);
-                    }
-                }
-            }
-
-            // ---- mask (only tiles crossing a row limit or seqlen_k)
-            if (n0 + BN > mask_from) {
+            for (int hs = 0; hs < KSUB; ++hs) {
+                const int c0 = hs * SUBN;  // first key of this sub-tile, relative to n0
+#if ATTN_CAUSAL_WARP_SKIP
+                if (n0 + c0 >= warp_lim) continue;  // no row of this warp sees a key of this sub-tile
+#endif
+                // ---- S = Q K^T (WM x SUBN per warp); each K fragment feeds MI mma rows
+                float sc[MI][NS][4];
 #pragma unroll
                 for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-                    for (int n = 0; n < NS; ++n) {
-                        const int col = n0 + n * 8 + 2 * t4;
-                        if (col >= row_lim[mi][0]) sc[mi][n][0] = -INFINITY;
-                        if (col + 1 >= row_lim[mi][0]) sc[mi][n][1] = -INFINITY;
-                        if (col >= row_lim[mi][1]) sc[mi][n][2] = -INFINITY;
-                        if (col + 1 >= row_lim[mi][1]) sc[mi][n][3] = -INFINITY;
-                    }
-            }
-
-            // ---- online softmax
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi) {
-#pragma unroll
-                for (int rr = 0; rr < 2; ++rr) {
-                    float mx = m_run[mi][rr];
-#pragma unroll
-                    for (int n = 0; n < NS; ++n) mx = fmaxf(mx, fmaxf(sc[mi][n][2 * rr], sc[mi][n][2 * rr + 1]));
-                    mx = quad_max(mx);
-                    const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
-                    const float alpha = fast_exp2(m_run[mi][rr] * sl2 - ms);
-                    m_run[mi][rr] = mx;
-                    float rs = 0.f;
-#pragma unroll
-                    for (int n = 0; n < NS; ++n) {
-                        sc[mi][n][2 * rr] = fast_exp2(fmaf(sc[mi][n][2 * rr], sl2, -ms));
-                        sc[mi][n][2 * rr + 1] = fast_exp2(fmaf(sc[mi][n][2 * rr + 1], sl2, -ms));
-                        rs += sc[mi][n][2 * rr] + sc[mi][n][2 * rr + 1];
-                    }
-                    l_run[mi][rr] = l_run[mi][rr] * alpha + rs;
-#pragma unroll
-                    for (int n = 0; n < NO; ++n) {
-                        o_acc[mi][n][2 * rr] *= alpha;
-                        o_acc[mi][n][2 * rr + 1] *= alpha;
-                    }
-                }
-            }
-
-            // ---- O += P V; P from the S accumulators (C layout of n-tiles 2kk, 2kk+1 = A layout of k-step kk)
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk) {
-                uint32_t a[MI][4];
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi) {
-                    a[mi][0] = Ops<T>::pack(sc[mi][2 * kk][0], sc[mi][2 * kk][1]);
-                    a[mi][1] = Ops<T>::pack(sc[mi][2 * kk][2], sc[mi][2 * kk][3]);
-                    a[mi][2] = Ops<T>::pack(sc[mi][2 * kk + 1][0], sc[mi][2 * kk + 1][1]);
-                    a[mi][3] = Ops<T>::pack(sc[mi][2 * kk + 1][2], sc[mi][2 * kk + 1][3]);
-                }
-#pragma unroll
-                for (int dp = 0; dp < D / 16; ++dp) {
-                    uint32_t b0, b1, b2, b3;
-                    ldmatrix_x4_trans(sVb + (kk * 16 * LDS + dp * 16) * 2, b0, b1, b2, b3);
+                    for (int n = 0; n < NS; ++n) sc[mi][n][0] = sc[mi][n][1] = sc[mi][n][2] = sc[mi][n][3] = 0.f;
+#pragma unroll(KD_UNROLL)
+                for (int kk = 0; kk < KD; ++kk) {
+                    uint32_t a[MI][4];
 #pragma unroll
                     for (int mi = 0; mi < MI; ++mi) {
-                        Ops<T>::mma(o_acc[mi][2 * dp], a[mi], b0, b1);
-                        Ops<T>::mma(o_acc[mi][2 * dp + 1], a[mi], b2, b3);
+                        if constexpr (QREG) {
+                            a[mi][0] = q_frag[mi][kk][0];
+                            a[mi][1] = q_frag[mi][kk][1];
+                            a[mi][2] = q_frag[mi][kk][2];
+                            a[mi][3] = q_frag[mi][kk][3];
+                        } else {
+                            ldmatrix_x4(sQ_warp + (mi * 16 * LDS + kk * 16) * 2, a[mi][0], a[mi][1], a[mi][2],
+                                        a[mi][3]);
+                        }
+                    }
+#pragma unroll
+                    for (int np = 0; np < NS / 2; ++np) {
+                        uint32_t b0, b1, b2, b3;
+                        ldmatrix_x4(sKb + ((c0 + np * 16) * LDS + kk * 16) * 2, b0, b1, b2, b3);
+#pragma unroll
+                        for (int mi = 0; mi < MI; ++mi) {
+                            Ops<T>::mma(sc[mi][2 * np], a[mi], b0, b1);
+                            Ops<T>::mma(sc[mi][2 * np + 1], a[mi], b2, b3);
+                        }
                     }
                 }
-            }
+
+                // ---- mask (only sub-tiles crossing a row limit or seqlen_k)
+                if (n0 + c0 + SUBN > mask_from) {
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi) {
+                        const int lim0 = row_limit(mi, 0), lim1 = row_limit(mi, 1);
+#pragma unroll
+                        for (int n = 0; n < NS; ++n) {
+                            const int col = n0 + c0 + n * 8 + 2 * t4;
+                            if (col >= lim0) sc[mi][n][0] = -INFINITY;
+                            if (col + 1 >= lim0) sc[mi][n][1] = -INFINITY;
+                            if (col >= lim1) sc[mi][n][2] = -INFINITY;
+                            if (col + 1 >= lim1) sc[mi][n][3] = -INFINITY;
+                        }
+                    }
+                }
+
+                // ---- online softmax; P packed into the PV A fragments as soon as it exists
+                // (C layout of n-tiles 2kk, 2kk+1 = A layout of k-step kk), freeing the fp32 S registers.
+                uint32_t pf[MI][SUBN / 16][4];
+                float alpha_v[MI][2];
+                bool grew = false;
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+                    for (int rr = 0; rr < 2; ++rr) {
+                        float mx = m_run[mi][rr];
+#pragma unroll
+                        for (int n = 0; n < NS; ++n)
+                            mx = fmaxf(mx, fmaxf(sc[mi][n][2 * rr], sc[mi][n][2 * rr + 1]));
+                        mx = quad_max(mx);
+                        const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
+                        // v3 fix: alpha is exactly 1 when the max did not grow. ptxas contracts
+                        // `m_old * sl2 - ms` into FFMA(m_old, sl2, -fl(mx * sl2)), whose value for mx == m_old
+                        // is the rounding residual of m * sl2 (|r| <= ulp(m*sl2)/2, 1.5e-5 at |m*sl2| ~ 200),
+                        // not 0: v2's alpha was 1 +- 1e-5 while its lazy skip left o unscaled, so l and o
+                        // drifted apart by alpha^N over N skipped sub-tiles (fp16 large logits, s8k/s16k).
+                        // Both -inf (row saw no key yet): alpha = 1, o and l are still 0.
+                        const float alpha = (mx == m_run[mi][rr]) ? 1.f : fast_exp2(m_run[mi][rr] * sl2 - ms);
+                        // skip decided on the value actually applied to l: o *= alpha is skipped only when
+                        // every alpha of the warp is exactly 1.0f, so skipping is bit-identical to multiplying
+                        grew |= alpha != 1.f;
+                        alpha_v[mi][rr] = alpha;
+                        m_run[mi][rr] = mx;
+                        float rs = 0.f;
+#pragma unroll
+                        for (int n = 0; n < NS; ++n) {
+                            const float e0 = fast_exp2(fmaf(sc[mi][n][2 * rr], sl2, -ms));
+                            const float e1 = fast_exp2(fmaf(sc[mi][n][2 * rr + 1], sl2, -ms));
+                            rs += e0 + e1;
+                            pf[mi][n >> 1][(n & 1) * 2 + rr] = Ops<T>::pack(e0, e1);
+                        }
+                        l_run[mi][rr] = l_run[mi][rr] * alpha + rs;
+                        if constexpr (!LAZY) {
+#pragma unroll
+                            for (int n = 0; n < NO; ++n) {
+                                o_acc[mi][n][2 * rr] *= alpha;
+                                o_acc[mi][n][2 * rr + 1] *= alpha;
+                            }
+                        }
+                    }
+                }
+                if constexpr (LAZY) {
+                    // o is rescaled only when some row of the warp has alpha != 1.0f (l_run was multiplied by
+                    // the same alpha above): skipping a multiply by exactly 1.0f is exact (v3; see alpha).
+                    if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+                        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                            for (int rr = 0; rr < 2; ++rr)
+#pragma unroll
+                                for (int n = 0; n < NO; ++n) {
+                                    o_acc[mi][n][2 * rr] *= alpha_v[mi][rr];
+                                    o_acc[mi][n][2 * rr + 1] *= alpha_v[mi][rr];
+                                }
+                    }
+                }
+
+                // ---- O += P V over this sub-tile's keys
+#pragma unroll
+                for (int kk = 0; kk < SUBN / 16; ++kk) {
+#pragma unroll
+                    for (int dp = 0; dp < D / 16; ++dp) {
+                        uint32_t b0, b1, b2, b3;
+                        ldmatrix_x4_trans(sVb + ((c0 + kk * 16) * LDS + dp * 16) * 2, b0, b1, b2, b3);
+#pragma unroll
+                        for (int mi = 0; mi < MI; ++mi) {
+                            Ops<T>::mma(o_acc[mi][2 * dp], pf[mi][kk], b0, b1);
+                            Ops<T>::mma(o_acc[mi][2 * dp + 1], pf[mi][kk], b2, b3);
+                        }
+                    }
+                }
+            }  // sub-tiles
         }  // warp_active
+#if !ATTN_ONE_BARRIER
         __syncthreads();  // buffer `buf` is refilled by the next-but-one iteration's prefetch
+#endif
     }
 
     // ---- epilogue
@@ -652,10 +769,10 @@ size_t split_workspace_bytes(const attn_fwd_params* p, const Plan& pl) {
     return rows * (size_t)p->head_dim * 4 + rows * 4 + 256;
 }
 
-template <int D, int NW, int MI, typename T>
+template <int D, int NW, int MI, int KSUB, typename T>
 int launch_mma(const KParams& kp, const Plan& pl, cudaStream_t stream) {
     constexpr int smem = smem_bytes<D, NW, MI>();
-    auto kern = attn_fwd_mma<D, NW, MI, T>;
+    auto kern = attn_fwd_mma<D, NW, MI, KSUB, T>;
     if (smem > 48 * 1024) {
         if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 2;
     }
@@ -670,25 +787,384 @@ int launch_mma(const KParams& kp, const Plan& pl, cudaStream_t stream) {
     return 0;
 }
 
+// ------------------------------------------------------------------------------------------------
+// v4: wgmma path (sm_90a) for prefill with head_dim 64 / 128 / 256.
+// One CTA = 128 query rows of one (batch, head) as 2 warpgroups x 64 rows. Q, K and V tiles live in
+// shared memory in the 128-byte-swizzled layout wgmma reads through matrix descriptors: a tile of R rows
+// x D columns is stored as D/64 column blocks of R rows x 128 B, and inside a block the 16-byte chunk c
+// of row r sits at chunk position c ^ (r % 8) (every tile base is 1024-byte aligned, so the address-bit
+// swizzle the hardware applies is exactly this XOR). PTX ISA "Asynchronous Warpgroup Level Matrix
+// Shared Memory Layout" / "Matrix Descriptor Format".
+//   S = Q K^T : wgmma SS, A = Q (K-major), B = K tile (K-major: keys are B's N rows), N = BN keys.
+//   O += P V  : wgmma RS, A = P from registers (the S accumulators re-packed, as with mma.sync),
+//               B = V tile with imm-trans-b = 1 (MN-major: head_dim contiguous), N = head_dim.
+// K/V tiles are double-buffered with cp.async (all 256 threads load), fence.proxy.async makes the
+// generic-proxy writes visible to wgmma's async proxy before the barrier.
+// ------------------------------------------------------------------------------------------------
+#ifndef ATTN_WGMMA
+#define ATTN_WGMMA 1  // v4: 1 routes head_dim 64/128/256 prefill to the wgmma kernel
+#endif
+#ifndef ATTN_V_LBO_IS_DBLOCK
+#define ATTN_V_LBO_IS_DBLOCK 1  // MN-major V descriptor: LBO = stride of 64-column d blocks, SBO = 8-key groups
+#endif
+
+template <typename T, int N>
+struct WgSS;
+template <typename T, int N>
+struct WgRS;
+
+// GENERATED by kernels/campaigns/fast-kernel/gen_wgmma.py: begin
+template <>
+struct WgSS<__nv_bfloat16, 64> {
+__device__ __forceinline__ static void run(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+};
+
+template <>
+struct WgSS<__nv_bfloat16, 128> {
+__device__ __forceinline__ static void run(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+};
+
+template <>
+struct WgRS<__nv_bfloat16, 64> {
+__device__ __forceinline__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+
+template <>
+struct WgRS<__nv_bfloat16, 128> {
+__device__ __forceinline__ static void run(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+
+template <>
+struct WgRS<__nv_bfloat16, 256> {
+__device__ __forceinline__ static void run(float (&d)[128], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+
+template <>
+struct WgSS<__half, 64> {
+__device__ __forceinline__ static void run(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+};
+
+template <>
+struct WgSS<__half, 128> {
+__device__ __forceinline__ static void run(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+};
+
+template <>
+struct WgRS<__half, 64> {
+__device__ __forceinline__ static void run(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+
+template <>
+struct WgRS<__half, 128> {
+__device__ __forceinline__ static void run(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+
+template <>
+struct WgRS<__half, 256> {
+__device__ __forceinline__ static void run(float (&d)[128], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+// GENERATED: end
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+template <int K>
+__device__ __forceinline__ void reg_fence(float (&r)[K]) {
+#pragma unroll
+    for (int i = 0; i < K; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Matrix descriptor: start address, leading / stride byte offsets (all >> 4), 128-byte swizzle (mode 1).
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo & 0x3FFFFu) >> 4) << 16) |
+           ((uint64_t)((sbo & 0x3FFFFu) >> 4) << 32) | (1ull << 62);
+}
+
+constexpr int kWgBM = 128;  // query rows per CTA: 2 warpgroups x 64
+template <int D>
+struct WgCfg {
+    static constexpr int BN = D == 256 ? 64 : 128;  // keys per tile
+};
+template <int D>
+constexpr int wg_smem_bytes() {
+    return 1024 + kWgBM * D * 2 + 2 * 2 * WgCfg<D>::BN * D * 2;  // align slack + Q + 2 stages of K and V
+}
+
+// Byte offset of 16-byte chunk `c` (columns 8c..8c+7) of row `r` in a swizzled tile of R rows.
+template <int R>
+__device__ __forceinline__ uint32_t sw_off(int r, int c) {
+    return (uint32_t)((c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// cp.async an R x D tile (rows at `g`, row stride `rs` elements) into the swizzled tile at `dst`; rows
+// >= `valid` are zero-filled and read nothing (`safe` is a valid address used for them).
+template <int R, int D, typename T>
+__device__ __forceinline__ void wg_load(uint32_t dst, const T* g, long long rs, int valid, const T* safe, int tid) {
+    constexpr int CH = D / 8;
+#pragma unroll 4
+    for (int i = tid; i < R * CH; i += 256) {
+        const int r = i / CH, c = i % CH;
+        const bool ok = r < valid;
+        cp_async_16(dst + sw_off<R>(r, c), ok ? (const void*)(g + (long long)r * rs + c * 8) : (const void*)safe, ok);
+    }
+}
+
+// grid = m_blocks * batch * hq CTAs (heaviest causal row blocks first), 256 threads.
+template <int D, typename T>
+__global__ void __launch_bounds__(256, 1) attn_fwd_wgmma(const KParams p, int m_blocks) {
+    constexpr int BN = WgCfg<D>::BN, BM = kWgBM;
+    constexpr int NC = BN / 8;  // 8-column chunks of the S accumulator
+    constexpr int NO = D / 8;   // 8-column chunks of the O accumulator
+    constexpr uint32_t kTile = BN * D * 2;
+#if ATTN_V_LBO_IS_DBLOCK
+    constexpr uint32_t kVLbo = BN * 128, kVSbo = 1024;
+#else
+    constexpr uint32_t kVLbo = 1024, kVSbo = BN * 128;
+#endif
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
+    const uint32_t sKV = sQ + BM * D * 2;  // stage s: K at sKV + 2 s kTile, V right after it
+
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    const int bh_count = p.batch * p.hq;
+    const int mb = m_blocks - 1 - (int)(blockIdx.x / bh_count);
+    const int bh = (int)(blockIdx.x % bh_count);
+    const int b = bh / p.hq, h = bh % p.hq, hk = h / p.group;
+    const int m0 = mb * BM;
+    const int off = p.sk - p.sq;  // bottom-right causal: row i sees keys j <= i + off
+    int n_end = p.sk;
+    if (p.causal) n_end = min(n_end, m0 + BM + off);
+    const int n_tiles = n_end > 0 ? (n_end + BN - 1) / BN : 0;
+    const T* qg = static_cast<const T*>(p.q) + b * p.q_bs + h * p.q_hs;
+    const T* kg = static_cast<const T*>(p.k) + b * p.k_bs + hk * p.k_hs;
+    const T* vg = static_cast<const T*>(p.v) + b * p.v_bs + hk * p.v_hs;
+    const float sl2 = p.scale_log2;
+
+    const int r0 = m0 + 64 * wg + 16 * warp + (lane >> 2);  // this thread's rows: r0 and r0 + 8
+    const int t2 = 2 * (lane & 3);
+
+    float o[NO * 4];
+#pragma unroll
+    for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
+    float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
+
+    if (n_tiles > 0) {
+        wg_load<BM, D>(sQ, qg + (long long)m0 * p.q_rs, p.q_rs, p.sq - m0, qg, tid);
+        wg_load<BN, D>(sKV, kg, p.k_rs, p.sk, kg, tid);
+        wg_load<BN, D>(sKV + kTile, vg, p.v_rs, p.sk, vg, tid);
+        cp_async_commit();
+    }
+    for (int j = 0; j < n_tiles; ++j) {
+        const uint32_t sK = sKV + (j & 1) * 2 * kTile, sV = sK + kTile;
+        cp_async_wait<0>();
+        fence_proxy_async();
+        __syncthreads();  // tile j visible to all; every warpgroup is done with tile j - 1's stage
+        if (j + 1 < n_tiles) {
+            const uint32_t nK = sKV + ((j + 1) & 1) * 2 * kTile;
+            const int k0 = (j + 1) * BN;
+            wg_load<BN, D>(nK, kg + (long long)k0 * p.k_rs, p.k_rs, p.sk - k0, kg, tid);
+            wg_load<BN, D>(nK + kTile, vg + (long long)k0 * p.v_rs, p.v_rs, p.sk - k0, vg, tid);
+            cp_async_commit();
+        }
+        // S = Q K^T for this warpgroup's 64 rows
+        float s[NC * 4];
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const uint32_t qa = sQ + (kk >> 2) * (BM * 128) + wg * (64 * 128) + (kk & 3) * 32;
+            const uint32_t kb = sK + (kk >> 2) * (BN * 128) + (kk & 3) * 32;
+            WgSS<T, BN>::run(s, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024), kk > 0);
+        }
+        wg_commit();
+        wg_wait<0>();
+        reg_fence(s);
+
+        const int kbase = j * BN;
+        if (kbase + BN > p.sk || (p.causal && kbase + BN - 1 > m0 + off)) {
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int row = r0 + ((e >> 1) << 3);
+                    const int col = kbase + 8 * c + t2 + (e & 1);
+                    const int lim = p.causal ? min(p.sk, row + off + 1) : p.sk;
+                    if (col >= lim) s[4 * c + e] = -INFINITY;
+                }
+            }
+        }
+        float mx[2] = {m_r[0], m_r[1]};
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
+            mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
+        }
+        float ms[2], alpha[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            mx[i] = quad_max(mx[i]);
+            ms[i] = mx[i] == -INFINITY ? 0.f : mx[i] * sl2;
+            alpha[i] = mx[i] == m_r[i] ? 1.f : fast_exp2(m_r[i] * sl2 - ms[i]);
+            m_r[i] = mx[i];
+            l_r[i] *= alpha[i];
+        }
+        uint32_t pa[BN / 16][4];
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            const float p0 = fast_exp2(s[4 * c] * sl2 - ms[0]), p1 = fast_exp2(s[4 * c + 1] * sl2 - ms[0]);
+            const float p2 = fast_exp2(s[4 * c + 2] * sl2 - ms[1]), p3 = fast_exp2(s[4 * c + 3] * sl2 - ms[1]);
+            l_r[0] += p0 + p1;
+            l_r[1] += p2 + p3;
+            pa[c >> 1][(c & 1) * 2 + 0] = Ops<T>::pack(p0, p1);  // A fragment: a0/a2 row g, a1/a3 row g + 8
+            pa[c >> 1][(c & 1) * 2 + 1] = Ops<T>::pack(p2, p3);
+        }
+#pragma unroll
+        for (int c = 0; c < NO; ++c) {
+            o[4 * c] *= alpha[0];
+            o[4 * c + 1] *= alpha[0];
+            o[4 * c + 2] *= alpha[1];
+            o[4 * c + 3] *= alpha[1];
+        }
+        // O += P V
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk)
+            WgRS<T, D>::run(o, pa[kk], wg_desc(sV + kk * (16 * 128), kVLbo, kVSbo));
+        wg_commit();
+        wg_wait<0>();
+        reg_fence(o);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const float l = quad_sum(l_r[i]);
+        const int row = r0 + 8 * i;
+        if (row >= p.sq) continue;
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        T* og = static_cast<T*>(p.o) + b * p.o_bs + (long long)row * p.o_rs + h * p.o_hs;
+#pragma unroll
+        for (int c = 0; c < NO; ++c)
+            *reinterpret_cast<uint32_t*>(og + 8 * c + t2) = Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
+        if ((lane & 3) == 0)
+            p.lse[((long long)b * p.hq + h) * p.sq + row] = l > 0.f ? (m_r[i] * sl2 + log2f(l)) * kLn2 : INFINITY;
+    }
+}
+
+template <int D, typename T>
+int launch_wgmma(const KParams& kp, int m_blocks, cudaStream_t stream) {
+    constexpr int smem = wg_smem_bytes<D>();
+    auto kern = attn_fwd_wgmma<D, T>;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 3;
+    const long long grid = (long long)m_blocks * kp.batch * kp.hq;
+    kern<<<(unsigned)grid, 256, smem, stream>>>(kp, m_blocks);
+    return cudaGetLastError() == cudaSuccess ? 0 : 3;
+}
+
+template <typename T>
+int dispatch_wgmma(const KParams& kp, int D, cudaStream_t stream) {
+    const int m_blocks = (kp.sq + kWgBM - 1) / kWgBM;
+    switch (D) {
+        case 64: return launch_wgmma<64, T>(kp, m_blocks, stream);
+        case 128: return launch_wgmma<128, T>(kp, m_blocks, stream);
+        case 256: return launch_wgmma<256, T>(kp, m_blocks, stream);
+    }
+    return 1;
+}
+
+// The wgmma kernel takes prefill work that fills at least one wave of 128-row CTAs; decode, GQA
+// packing, split-KV and other head dims stay on the mma.sync kernels.
+bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
+    if (!ATTN_WGMMA || !pl.fast || pl.G != 1 || pl.num_splits != 1) return false;
+    const int D = p->head_dim;
+    // v5: d64 stays on the mma.sync kernel (v4 measured wgmma d64 at 0.88x flash, v3's mma.sync d64 at 1.0x:
+    // with 64 columns the serial softmax dominates a warpgroup that has no GEMM to overlap it with)
+    if (D != 128 && D != 256) return false;
+    const int num_sms = p->num_sms > 0 ? p->num_sms : 132;
+    const long long ctas = (long long)((p->seqlen_q + kWgBM - 1) / kWgBM) * p->batch * p->num_heads_q;
+    return ctas >= num_sms;
+}
+
 template <typename T>
 int dispatch(const KParams& kp, const Plan& pl, int D, cudaStream_t stream) {
-    // BM = 128: 4 warps x 32 rows (d <= 96) or 8 warps x 16 rows (d >= 128: 4 x 32 rows spills at
-    // d = 128). BM = 64: 4 warps x 16 rows.
+    // BM = 128: 4 warps x 32 rows (d <= 128; d128 as 2 x 32-key sub-tiles per 64-key tile, v2) or
+    // 8 warps x 16 rows (d >= 192: the 32-row O accumulators do not fit). BM = 64: 4 warps x 16 rows.
     if (pl.bm == 128) {
         switch (D) {
-            case 64: return launch_mma<64, 4, 2, T>(kp, pl, stream);
-            case 96: return launch_mma<96, 4, 2, T>(kp, pl, stream);
-            case 128: return launch_mma<128, 8, 1, T>(kp, pl, stream);
-            case 192: return launch_mma<192, 8, 1, T>(kp, pl, stream);
-            case 256: return launch_mma<256, 8, 1, T>(kp, pl, stream);
+            case 64: return launch_mma<64, 4, 2, 1, T>(kp, pl, stream);
+            case 96: return launch_mma<96, 4, 2, 1, T>(kp, pl, stream);
+            case 128: return launch_mma<128, 4, 2, ATTN_D128_KSUB, T>(kp, pl, stream);
+            case 192: return launch_mma<192, 8, 1, 1, T>(kp, pl, stream);
+            case 256: return launch_mma<256, 8, 1, 1, T>(kp, pl, stream);
         }
     } else {
         switch (D) {
-            case 64: return launch_mma<64, 4, 1, T>(kp, pl, stream);
-            case 96: return launch_mma<96, 4, 1, T>(kp, pl, stream);
-            case 128: return launch_mma<128, 4, 1, T>(kp, pl, stream);
-            case 192: return launch_mma<192, 4, 1, T>(kp, pl, stream);
-            case 256: return launch_mma<256, 4, 1, T>(kp, pl, stream);
+            case 64: return launch_mma<64, 4, 1, 1, T>(kp, pl, stream);
+            case 96: return launch_mma<96, 4, 1, 1, T>(kp, pl, stream);
+            case 128: return launch_mma<128, 4, 1, 1, T>(kp, pl, stream);
+            case 192: return launch_mma<192, 4, 1, 1, T>(kp, pl, stream);
+            case 256: return launch_mma<256, 4, 1, 1, T>(kp, pl, stream);
         }
     }
     return 1;
@@ -755,5 +1231,7 @@ extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
             attn_fallback<__half><<<blocks, 128, 0, stream>>>(kp, p->head_dim, p->softmax_scale);
         return cudaGetLastError() == cudaSuccess ? 0 : 3;
     }
+    if (use_wgmma(p, pl))
+        return bf16 ? dispatch_wgmma<__nv_bfloat16>(kp, p->head_dim, stream) : dispatch_wgmma<__half>(kp, p->head_dim, stream);
     return bf16 ? dispatch<__nv_bfloat16>(kp, pl, p->head_dim, stream) : dispatch<__half>(kp, pl, p->head_dim, stream);
 }
