@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
-#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq cand mcp
+#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq fastna cand mcp
 #   cand: CANDIDATE="a.cu [b.cu ...]" — GPU tests (tests/gpu/test_fast.py) on each in turn; the first that
 #         passes gets `attnq verify --suite full --anchors flash,cudnn` (recorded in the campaign store)
 # Logs and JSON verdicts go under $OUT (default ./gpu-out). Wheels the box lacks travel in .whl/
@@ -64,6 +64,9 @@ for step in $steps; do
     fastq)
       attnq verify kernels/attn_fast.cu --suite quick --no-record --json > "$OUT/logs/fast_quick.json" 2> "$OUT/logs/fast_quick.err"
       note "fast quick: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fast_quick.json")" ;;
+    fastna)
+      attnq verify kernels/attn_fast.cu --suite full --no-record --json > "$OUT/logs/fast_full_noanchors.json" 2> "$OUT/logs/fast_full_noanchors.err"
+      note "fast full (no anchors): exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fast_full_noanchors.json")" ;;
     fast)
       attnq verify kernels/attn_fast.cu --suite full --anchors flash,cudnn --json > "$OUT/logs/fast_full.json" 2> "$OUT/logs/fast_full.err"
       note "fast full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fast_full.json")" ;;
