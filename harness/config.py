@@ -28,11 +28,13 @@ class Settings(BaseSettings):
     suspicious_jump: float = Field(default=1.3, gt=1, description="suspicious_win: jump over previous best in one step")
     bank_paths: list[Path] = Field(default_factory=list, description="extra question banks (team, personal), in order")
     seed: int | None = Field(default=None, description="seed for question selection (tests); None = random")
+    state: Path | None = Field(default=None, description="where attnq keeps its build cache, campaign store and "
+                               "locks (ATTNQ_STATE); default <workspace>/.attnq")
 
     @property
     def state_dir(self) -> Path:
-        """``<workspace>/.attnq``: build cache, campaign store, locks."""
-        return self.workspace.resolve() / ".attnq"
+        """``ATTNQ_STATE`` if set, else ``<workspace>/.attnq``: build cache, campaign store, locks."""
+        return self.state.resolve() if self.state else self.workspace.resolve() / ".attnq"
 
     def resolve_in_workspace(self, path: str | Path) -> Path:
         """Resolve ``path`` (relative to the workspace) and refuse anything outside it.

@@ -94,10 +94,15 @@ def test_get_task(workspace: Path) -> None:
     assert task["default_suite"] == "quick"
 
 
-def test_get_task_original_relative_inside_workspace() -> None:
+def test_get_task_original_relative_inside_workspace(tmp_path: Path) -> None:
     repo = ORIGINAL_KERNEL.resolve().parent.parent
-    task = tool(build_server(Settings(workspace=repo)), "get_task").structured_content
+    # the repository as the workspace, its state elsewhere (ATTNQ_STATE): the developer's store is left alone
+    repo_store = repo / ".attnq" / "campaign.sqlite"
+    before = repo_store.stat().st_mtime_ns if repo_store.exists() else None
+    task = tool(build_server(Settings(workspace=repo, state=tmp_path / "state")), "get_task").structured_content
     assert task["original_kernel"] == "kernels/attn_original.cu"
+    assert (tmp_path / "state" / "campaign.sqlite").exists()
+    assert (repo_store.stat().st_mtime_ns if repo_store.exists() else None) == before
 
 
 @needs_nvcc
