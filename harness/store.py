@@ -1,4 +1,5 @@
-"""The campaign store: one SQLite file per workspace (``<state_dir>/campaign.sqlite``).
+"""The campaign store: one SQLite file per state directory (``<state_dir>/campaign.sqlite``; the state
+directory is ``<workspace>/.attnq`` unless ``ATTNQ_STATE`` names another).
 
 Records every attempt (content hash, an archived copy of the source, compile facts, the verdict
 summary and per-scenario results), every question asked (trigger, evidence, question id), every

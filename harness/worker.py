@@ -159,12 +159,16 @@ class Runner:
         base.phases = self.phases = PhaseTimes()
         try:
             t0 = time.perf_counter()
-            stats, tol = self._check(sc, bufs, gen)
-            t1 = time.perf_counter()
-            self.phases.check_s = round(t1 - t0, 4)
+            try:
+                stats, tol = self._check(sc, bufs, gen)
+            finally:  # a failed scenario's time is accounted too
+                self.phases.check_s = round(time.perf_counter() - t0, 4)
             base.errors = stats
-            timing = self._time(sc, bufs, gen, tol)
-            self.phases.timing_s = round(time.perf_counter() - t1, 4)
+            t1 = time.perf_counter()
+            try:
+                timing = self._time(sc, bufs, gen, tol)
+            finally:
+                self.phases.timing_s = round(time.perf_counter() - t1, 4)
         except _Fail as f:
             base.failure_kind, base.check, base.message = f.kind, f.check, str(f)  # type: ignore[assignment]
             return base
@@ -337,8 +341,8 @@ class Runner:
                 raise _Fail(*bad)
             t_c.append(ec), t_o.append(eo), w_c.append(wc), w_o.append(wo)
             gpu_ms += ec + eo
+            self.phases.timed_gpu_s = round(gpu_ms / 1e3, 4)
             n += 1
-        self.phases.timed_gpu_s = round(gpu_ms / 1e3, 4)
         o_o.zero_()
         escaped = None
         over_c = statistics.median(w - e for w, e in zip(w_c, t_c, strict=True))

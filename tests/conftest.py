@@ -1,10 +1,21 @@
-"""Shared pytest set-up: the ``gpu`` marker skips with a reason where no suitable GPU is present."""
+"""Shared pytest set-up: the ``gpu`` marker skips with a reason where no suitable GPU is present; the
+developer's ``ATTNQ_*`` environment (workspace, state directory, suite, goal...) never reaches a test."""
 
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _no_attnq_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests build their own Settings; an exported ATTNQ_STATE or ATTNQ_WORKSPACE must not redirect them
+    (into the developer's campaign store, say). ``ATTNQ_FAST_KERNEL`` (which kernel the GPU tests load) stays."""
+    for name in list(os.environ):
+        if name.startswith("ATTNQ_") and name != "ATTNQ_FAST_KERNEL":
+            monkeypatch.delenv(name)
 
 
 @functools.cache

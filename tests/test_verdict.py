@@ -94,3 +94,27 @@ def test_goal_is_judged_only_on_a_complete_goal_suite_run(kw, why) -> None:
     v = _build([_res(0, "a", 4.0, 1.0)], **kw)
     assert v.status == "correct" and not v.goal.met and why in v.goal.reason
     assert _build([_res(0, "a", 4.0, 1.0)]).goal.met  # the same run, when it is the whole goal suite
+
+
+def test_anchor_geomeans_per_group() -> None:
+    rs = [_res(0, "fa3grid", 10.0, 5.0, anchors={"flash": 6.0}), _res(1, "fa3grid", 10.0, 5.0, anchors={"flash": 4.0}),
+          _res(2, "odd", 1.0, 1.0, anchors={"flash": 3.0, "cudnn": 2.0})]
+    v = _build(rs, anchors=["flash", "cudnn"])
+    assert v.geomean_vs_anchor_by_group["flash"]["fa3grid"] == pytest.approx(math.sqrt(1.2 * 0.8))
+    assert v.geomean_vs_anchor_by_group["flash"]["odd"] == pytest.approx(3.0)
+    assert v.geomean_vs_anchor_by_group["cudnn"] == {"odd": pytest.approx(2.0)}  # no cudnn time on fa3grid
+    assert v.geomean_vs_anchor["flash"] == pytest.approx((1.2 * 0.8 * 3.0) ** (1 / 3))
+
+
+def test_phase_totals_break_the_wall_time_down() -> None:
+    from harness.verdict import PhaseTimes
+    from harness.verify import _phase_totals
+
+    rs = [_res(0, "g", 2.0, 1.0), _res(1, "g", 2.0, 1.0, correct=False)]
+    rs[0].phases = PhaseTimes(check_s=1.5, reference_s=1.0, timing_s=3.0, timed_gpu_s=2.5)
+    rs[1].phases = PhaseTimes(check_s=0.5, reference_s=0.25)  # failed in correctness: still accounted
+    v = _build(rs)
+    v.wall_s, v.compile_s = 10.0, 2.0
+    ph = _phase_totals(v, startup_s=1.25)
+    assert ph == {"compile": 2.0, "worker_start": 1.25, "check": 2.0, "reference": 1.25, "timing": 3.0,
+                  "timed_gpu": 2.5, "other": 1.75}

@@ -59,7 +59,7 @@ class _CpuRunner(Runner):
     def sync(self) -> None:
         pass
 
-    def _timed(self, fn: Any) -> tuple[float, float]:
+    def _timed(self, fn: Any, host_cover_cycles: int = 0) -> tuple[float, float]:
         t0 = time.perf_counter()
         fn()
         ms = (time.perf_counter() - t0) * 1e3
@@ -105,18 +105,18 @@ def test_budget_is_the_loops_wall_time_between_min_and_max_samples(budget_ms, ex
 
 
 def test_budget_counts_harness_overhead_not_only_the_timed_calls() -> None:
-    """Timed calls of ~0 ms but 10 ms of harness work per sample (a slow input fill): the old budget (GPU
-    time of the two timed calls) would take all 40 samples; the loop's wall time stops it after ~30 ms."""
+    """Timed calls of 1 ms of "GPU" time but 10 ms of harness work per sample (a slow input fill): the old
+    budget (GPU time of the two timed calls) would take 15 samples; the loop's wall time stops it after ~30 ms."""
     job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[SC], seed=1, min_samples=2,
                     max_samples=40, budget_ms=30.0)
     runner = _CpuRunner(job, _Lib(_honest), _Lib(_honest))
-    runner._timed = lambda fn: (fn(), (1e-3, 1e-3))[1]  # 1 us of "GPU" time per call
+    runner._timed = lambda fn, host_cover_cycles=0: (fn(), (1.0, 1.0))[1]  # 1 ms of "GPU" time per call
     bufs = Buffers(torch, SC, torch.bfloat16, device="cpu")
     real_fill = bufs.fill_inputs
     bufs.fill_inputs = lambda gen, kind: (time.sleep(0.01), real_fill(gen, kind))[1]
     cand, _, _, _ = runner._time(SC, bufs, torch.Generator().manual_seed(7), TOL)
     assert 2 <= cand.samples <= 4 and runner.cand.calls == cand.samples
-    assert runner.phases.timed_gpu_s == round(2 * cand.samples * 1e-3 / 1e3, 4)  # GPU time accounted as before
+    assert runner.phases.timed_gpu_s == round(2 * cand.samples * 1.0 / 1e3, 4) > 0  # GPU time accounted as before
 
 
 def _modifies_inputs(p: Any) -> None:
@@ -153,6 +153,16 @@ def _lse_off(p: Any) -> None:
     p.lse.add_(0.01)
 
 
+def _nan_lse_row(p: Any) -> None:  # NaN lse on a row that sees keys: fails even where a finite-mask equality would
+    _honest(p)
+    p.lse[0, 1, 2] = float("nan")
+
+
+def _neg_inf_lse_row(p: Any) -> None:
+    _honest(p)
+    p.lse[0, 0, 0] = float("-inf")
+
+
 def _computed_nan(p: Any) -> None:
     _honest(p)
     p.o[0, 3, 1, 2] = float("nan")  # a NaN the kernel computed, not the poison payload
@@ -179,7 +189,9 @@ def _guard_and_wrong(p: Any) -> None:
     (_modifies_inputs, "inputs_modified", "input_integrity", "timed call 0 changed q, k or v"),
     (_skips_lse, "timed_output_wrong", "timed_output", "timed call 0 left o/lse elements unwritten"),
     (_writes_past_lse, "out_of_bounds_write", "guard_bands", "timed call 0: out-of-bounds write: 3 elements written after lse"),
-    (_claims_empty_row, "timed_output_wrong", "timed_output", "timed call 0: lse +inf rows differ from the original's"),
+    (_claims_empty_row, "timed_output_wrong", "timed_output", "timed call 0: lse is not +inf on exactly the original's rows"),
+    (_nan_lse_row, "timed_output_wrong", "timed_output", "(or holds NaN/-inf)"),
+    (_neg_inf_lse_row, "timed_output_wrong", "timed_output", "(or holds NaN/-inf)"),
     (_o_off, "timed_output_wrong", "timed_output", "(bound 0.001), max|lse - original| = 0 (bound 0.0001)"),
     (_lse_off, "timed_output_wrong", "timed_output", "max|lse - original| = 0.01 (bound 0.0001)"),
     (_computed_nan, "timed_output_wrong", "timed_output", "max|o - original| = inf"),
@@ -255,3 +267,26 @@ def test_batched_guards_report_the_first_written_guard() -> None:
     assert bufs.guards_intact() == "8 elements written in the head padding of strided o"
     torch.as_strided(bufs.k, (2,), (1,), bufs.k.storage_offset() - 2).fill_(0.0)
     assert bufs.guards_intact() == "2 elements written before k"  # the first guard in order wins
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("-inf"), 0.5])
+def test_a_row_that_sees_no_key_must_stay_plus_inf(bad: float) -> None:
+    """The original's lse is +inf on a row that sees no key; NaN, -inf or a finite value there fails
+    (a comparison of finite masks alone would let NaN and -inf through)."""
+    o = torch.zeros(1, 3, 1, 8, dtype=torch.bfloat16)
+    lse_o = torch.tensor([[[0.5, float("inf"), 1.0]]])
+    lse_c = lse_o.clone()
+    lse_c[0, 0, 1] = bad
+    ok = timed_sample_values(torch.tensor(True), o, lse_o.clone(), o.clone(), lse_o, torch.zeros(0, dtype=torch.int64))
+    bad_vals = timed_sample_values(torch.tensor(True), o, lse_c, o.clone(), lse_o, torch.zeros(0, dtype=torch.int64))
+    assert judge_timed_sample(ok.tolist(), 0, TOL, []) is None
+    kind, check, msg = judge_timed_sample(bad_vals.tolist(), 0, TOL, [])
+    assert (kind, check) == ("timed_output_wrong", "timed_output") and "exactly the original's rows" in msg
+
+
+def test_a_nan_difference_fails_the_bound() -> None:
+    """values with a NaN max difference (which `>` would let through) fail the bound check."""
+    kind, check, _ = judge_timed_sample([1.0, 0.0, 1.0, float("nan"), 0.0], 0, TOL, [])
+    assert (kind, check) == ("timed_output_wrong", "timed_output")
+    kind, check, _ = judge_timed_sample([1.0, 0.0, 1.0, 0.0, float("nan")], 0, TOL, [])
+    assert (kind, check) == ("timed_output_wrong", "timed_output")
