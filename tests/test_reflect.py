@@ -250,3 +250,38 @@ def test_a_question_that_presupposes_failures_is_not_asked_of_an_all_correct_run
     failing = fitting_state(pool, [A("correct", []), A("incorrect", ["gqa/b4"])])
     assert failing == pool
     assert fitting_state(needs, [A("correct", [])]) == needs  # never an empty pool
+
+
+def test_a_question_that_presupposes_a_measurement_waits_for_one(tmp_path) -> None:
+    """requires = "verified" ("does the gain hold?") is not asked before any attempt was verified and timed:
+    not by fitting_state, and not by a real `reflect` on a campaign whose only attempt failed to compile."""
+    from harness.store import AttemptRecord
+    from questions.bank import load_bank
+    from questions.reflect import fitting_state
+
+    bank = load_bank()
+    needs = {q.id for q in bank.questions if q.requires == "verified"}
+    assert len(needs) >= 10
+
+    def A(status: str, geomean: float | None) -> AttemptRecord:  # noqa: N802 - a record as the store returns it
+        return AttemptRecord(id=1, campaign_id="c", seq=1, created_at="2026-11-30T00:00:00Z", source_path="k.cu",
+                             source_sha256="0" * 64, source_text=None, status=status, error_code=None,
+                             geomean_speedup=geomean, goal_met=False, num_scenarios=2, num_correct=2,
+                             failed=[], compile=None, verdict=None, error=None)
+
+    pool = list(bank.questions)
+    before = fitting_state(pool, [A("failed_compile", None)])
+    n_failures = sum(q.requires == "failures" for q in pool)  # nothing failed either: those go too
+    assert not {q.id for q in before} & needs and len(before) == len(pool) - len(needs) - n_failures
+    after = fitting_state(pool, [A("failed_compile", None), A("correct", 1.2)])
+    assert needs <= {q.id for q in after} and len(after) == len(pool) - n_failures
+
+    settings = Settings(workspace=tmp_path, seed=0)
+    with CampaignStore.open(settings) as store:
+        store.record_attempt("k.cu", "int x;", None, None, {"error": "compile_error", "message": "bad"})
+        assert [a.status for a in store.attempts()] == ["failed_compile"]
+    for seed in range(12):
+        settings = Settings(workspace=tmp_path, seed=seed)
+        with CampaignStore.open(settings) as store:
+            asked = reflect(store, bank, settings=settings)
+        assert asked.question_id not in needs, (seed, asked.question_id)
