@@ -18,6 +18,12 @@ attnq() { python3 -m attnq "$@"; }
 steps=${*:-info tests original aa quick wrong}
 S=$OUT/summary.txt
 note() { echo "$*" | tee -a "$S"; }
+# verify_to LOG LABEL ARGS...: `attnq verify ARGS --json` into logs/LOG.json (stderr logs/LOG.err), one summary line
+verify_to() {
+  local log=$1 label=$2; shift 2
+  attnq verify "$@" --json > "$OUT/logs/$log.json" 2> "$OUT/logs/$log.err"
+  note "$label: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/$log.json")"
+}
 note "== attnq GPU run $(date -u +%FT%TZ) commit ${ATTNQ_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} steps: $steps"
 for step in $steps; do
   t0=$(date +%s)
@@ -29,47 +35,38 @@ for step in $steps; do
       python3 -m pytest -q -m gpu ${GPU_TESTS:-tests/gpu} -p no:cacheprovider 2>&1 | tee "$OUT/logs/gpu_tests.log" | tail -25
       note "gpu tests: $(tail -1 "$OUT/logs/gpu_tests.log")" ;;
     original)
-      attnq verify kernels/attn_original.cu --suite full --no-record --json > "$OUT/logs/original_full.json" 2> "$OUT/logs/original_full.err"
-      note "original full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/original_full.json")" ;;
+      verify_to original_full "original full" kernels/attn_original.cu --suite full --no-record ;;
     aa)
       mkdir -p /tmp/aa && cp kernels/attn_original.cu /tmp/aa/attn_original_copy.cu
       i=0
       for suite in ${AA_SUITES:-full full full}; do
         i=$((i + 1))
-        ATTNQ_WORKSPACE=/tmp/aa attnq verify /tmp/aa/attn_original_copy.cu --suite $suite --no-record --json > "$OUT/logs/aa_$i.json" 2>>"$OUT/logs/aa.err"
-        note "A/A run $i ($suite): exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/aa_$i.json")"
+        ATTNQ_WORKSPACE=/tmp/aa verify_to "aa_$i" "A/A run $i ($suite)" /tmp/aa/attn_original_copy.cu --suite "$suite" --no-record
       done ;;
     quick)
-      attnq verify kernels/attn_original.cu --suite quick --no-record --json > "$OUT/logs/quick.json" 2> "$OUT/logs/quick.err"
-      note "quick: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/quick.json")" ;;
+      verify_to quick quick kernels/attn_original.cu --suite quick --no-record ;;
     wrong)
       # one-line wrong variants of the original (scripts/wrong_kernels.py) must fail exactly the expected scenarios
       python3 scripts/wrong_kernels.py make /tmp/wrong > /dev/null
       for b in no_causal_mask drop_last_tile; do
-        attnq verify /tmp/wrong/$b.cu --suite full --no-record --json > "$OUT/logs/wrong_$b.json" 2> "$OUT/logs/wrong_$b.err"
-        note "$b (full): exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/wrong_$b.json")"
+        verify_to "wrong_$b" "$b (full)" "/tmp/wrong/$b.cu" --suite full --no-record
         note "   $(python3 scripts/wrong_kernels.py check $b "$OUT/logs/wrong_$b.json")"
       done ;;
     faults)
       for spec in infinite_loop illegal_address abort_on_head_dim; do
-        attnq verify tests/adversarial/$spec.cu --suite quick --scenario-timeout 15 --no-record --json > "$OUT/logs/fault_$spec.json" 2> "$OUT/logs/fault_$spec.err"
-        note "$spec (quick): exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fault_$spec.json")"
+        verify_to "fault_$spec" "$spec (quick)" "tests/adversarial/$spec.cu" --suite quick --scenario-timeout 15 --no-record
       done
-      attnq verify kernels/attn_original.cu --suite quick --no-record --json > "$OUT/logs/after_faults.json" 2>&1
-      note "original after faults: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/after_faults.json")" ;;
+      verify_to after_faults "original after faults" kernels/attn_original.cu --suite quick --no-record ;;
     adversarial)
       ATTNQ_ADV_TABLE=$OUT/adversarial_table.md python3 -m pytest -q -m gpu tests/gpu/test_adversarial.py -p no:cacheprovider 2>&1 \
         | tee "$OUT/logs/adversarial.log" | tail -25
       note "adversarial: $(tail -1 "$OUT/logs/adversarial.log")" ;;
     fastq)
-      attnq verify kernels/attn_fast.cu --suite quick --no-record --json > "$OUT/logs/fast_quick.json" 2> "$OUT/logs/fast_quick.err"
-      note "fast quick: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fast_quick.json")" ;;
+      verify_to fast_quick "fast quick" kernels/attn_fast.cu --suite quick --no-record ;;
     fastna)
-      attnq verify kernels/attn_fast.cu --suite full --no-record --json > "$OUT/logs/fast_full_noanchors.json" 2> "$OUT/logs/fast_full_noanchors.err"
-      note "fast full (no anchors): exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fast_full_noanchors.json")" ;;
+      verify_to fast_full_noanchors "fast full (no anchors)" kernels/attn_fast.cu --suite full --no-record ;;
     fast)
-      attnq verify kernels/attn_fast.cu --suite full --anchors flash,cudnn --json > "$OUT/logs/fast_full.json" 2> "$OUT/logs/fast_full.err"
-      note "fast full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/fast_full.json")" ;;
+      verify_to fast_full "fast full" kernels/attn_fast.cu --suite full --anchors flash,cudnn ;;
     cand)
       # CANDIDATE="a.cu [b.cu ...]": the first whose GPU tests pass gets the full verify
       for c in ${CANDIDATE:?cand needs CANDIDATE=path.cu}; do
@@ -78,8 +75,7 @@ for step in $steps; do
         rc=$?
         note "$n gpu tests: $(tail -1 "$OUT/logs/${n}_tests.log")"
         [ $rc -ne 0 ] && { grep -E "^FAILED|Error" "$OUT/logs/${n}_tests.log" | head -8 | tee -a "$S"; continue; }
-        attnq verify "$c" --suite full --anchors flash,cudnn --json > "$OUT/logs/${n}_full.json" 2> "$OUT/logs/${n}_full.err"
-        note "$n full: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/${n}_full.json")"
+        verify_to "${n}_full" "$n full" "$c" --suite full --anchors flash,cudnn
         break
       done ;;
     mcp)

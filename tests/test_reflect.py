@@ -12,7 +12,7 @@ import pytest
 from attnq.cli import main as cli_main
 from harness.config import Settings
 from harness.errors import InputError
-from harness.store import CampaignStore
+from harness.store import AttemptRecord, CampaignStore
 from harness.verdict import Verdict
 from questions.bank import Bank, load_bank
 from questions.policy import ask_outcome, effectiveness, rank, select_question
@@ -228,6 +228,14 @@ def test_cli_reflect_and_declare_json(tmp_path: Path, capsys: pytest.CaptureFixt
         assert [e.tool for e in store.events()] == ["cli.reflect", "cli.declare"]
 
 
+def _attempt(status: str, failed: list[str], *, geomean: float | None = 1.0) -> AttemptRecord:
+    """An attempt record as the store returns it (2 scenarios, ``failed`` among them)."""
+    return AttemptRecord(id=1, campaign_id="c", seq=1, created_at="2026-11-30T00:00:00Z", source_path="k.cu",
+                         source_sha256="0" * 64, source_text=None, status=status, error_code=None,
+                         geomean_speedup=geomean, goal_met=False, num_scenarios=2, num_correct=2 - len(failed),
+                         failed=failed, compile=None, verdict=None, error=None)
+
+
 def test_a_question_that_presupposes_failures_is_not_asked_of_an_all_correct_run() -> None:
     from questions.bank import load_bank
     from questions.reflect import fitting_state
@@ -236,14 +244,7 @@ def test_a_question_that_presupposes_failures_is_not_asked_of_an_all_correct_run
     needs = [q for q in bank.questions if q.requires == "failures"]
     assert needs, "the bank marks at least one question as needing failures"
 
-    from harness.store import AttemptRecord
-
-    def A(status: str, failed: list[str]) -> AttemptRecord:  # noqa: N802 - a record as the store returns it
-        return AttemptRecord(id=1, campaign_id="c", seq=1, created_at="2026-11-30T00:00:00Z", source_path="k.cu",
-                             source_sha256="0" * 64, source_text=None, status=status, error_code=None,
-                             geomean_speedup=1.0, goal_met=False, num_scenarios=2, num_correct=2 - len(failed),
-                             failed=failed, compile=None, verdict=None, error=None)
-
+    A = _attempt
     pool = bank.for_trigger("stall")
     clean = fitting_state(pool, [A("incorrect", ["x"]), A("correct", [])])
     assert not any(q.requires == "failures" for q in clean) and len(clean) == len(pool) - sum(q in pool for q in needs)
@@ -255,7 +256,6 @@ def test_a_question_that_presupposes_failures_is_not_asked_of_an_all_correct_run
 def test_a_question_that_presupposes_a_measurement_waits_for_one(tmp_path) -> None:
     """requires = "verified" ("does the gain hold?") is not asked before any attempt was verified and timed:
     not by fitting_state, and not by a real `reflect` on a campaign whose only attempt failed to compile."""
-    from harness.store import AttemptRecord
     from questions.bank import load_bank
     from questions.reflect import fitting_state
 
@@ -263,11 +263,8 @@ def test_a_question_that_presupposes_a_measurement_waits_for_one(tmp_path) -> No
     needs = {q.id for q in bank.questions if q.requires == "verified"}
     assert len(needs) >= 10
 
-    def A(status: str, geomean: float | None) -> AttemptRecord:  # noqa: N802 - a record as the store returns it
-        return AttemptRecord(id=1, campaign_id="c", seq=1, created_at="2026-11-30T00:00:00Z", source_path="k.cu",
-                             source_sha256="0" * 64, source_text=None, status=status, error_code=None,
-                             geomean_speedup=geomean, goal_met=False, num_scenarios=2, num_correct=2,
-                             failed=[], compile=None, verdict=None, error=None)
+    def A(status: str, geomean: float | None) -> AttemptRecord:  # noqa: N802
+        return _attempt(status, [], geomean=geomean)
 
     pool = list(bank.questions)
     before = fitting_state(pool, [A("failed_compile", None)])
