@@ -2,7 +2,7 @@
 # Kernel development run on the H200 (one device call): builds variants of kernels/attn_fast.cu in
 # parallel, checks each in its own process (a hang costs one timeout, not the run), then times the
 # variants that passed on the FA3 grid against FlashAttention-3 in one process (scripts/kernel_bench.py).
-#   VARIANTS="base= v5=-DATTN_WS=0 ..." bash scripts/kernel_dev.sh      logs under $OUT (default ./gpu-out)
+#   VARIANTS="base=;v5=-DATTN_WS=0;st3=-DATTN_WS_ST128=3 -DATTN_WS_ST64=4" bash scripts/kernel_dev.sh      logs under $OUT (default ./gpu-out)
 # Needs .whl/ (../shared/gpu/fetch-wheels.sh) and .fa3/*.tgz (the FA3 build) carried to the box.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ if ls .fa3/*.tgz >/dev/null 2>&1; then
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 K=${KERNEL:-kernels/attn_fast.cu}
-read -r -a VS <<< "${VARIANTS:-base=}"
+IFS=";" read -r -a VS <<< "${VARIANTS:-base=}"
 args=(); for v in "${VS[@]}"; do args+=(--variant "$v"); done
 python3 scripts/kernel_bench.py "$K" "${args[@]}" --build-only --keep /tmp/libs 2>&1 | tee "$OUT/build.log"
 ok=()
