@@ -5,10 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from harness import ABI_HEADER, ORIGINAL_KERNEL
-from harness.anchors import ANCHOR_DESCRIPTIONS, ANCHORS, anchor_unavailable_reason
 from harness.abi import ABI_VERSION
+from harness.anchors import ANCHOR_DESCRIPTIONS, ANCHORS, anchor_unavailable_reason
 from harness.logging import get_logger
-from mcp_server.models import AbiInfo, AnchorInfo, BestAttempt, GoalInfo, Rules, SuiteInfo, TaskInfo
+from mcp_server.models import (
+    AbiInfo,
+    AnchorInfo,
+    BestAttempt,
+    GoalInfo,
+    Rules,
+    SuiteInfo,
+    TaskInfo,
+)
 from mcp_server.state import ServerState, have
 
 log = get_logger("attnq.mcp.task")

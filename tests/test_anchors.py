@@ -19,7 +19,14 @@ from mcp.client import Client
 from pydantic import ValidationError
 
 from harness import ORIGINAL_KERNEL
-from harness.anchors import ANCHORS, FA3_MISSING, FA3_MODULE, available_anchors, fa3_available, require_anchors
+from harness.anchors import (
+    ANCHORS,
+    FA3_MISSING,
+    FA3_MODULE,
+    available_anchors,
+    fa3_available,
+    require_anchors,
+)
 from harness.config import Settings
 from harness.errors import AnchorUnavailableError
 from harness.verify import VerifyOptions
