@@ -93,7 +93,7 @@ class ScenarioResult(BaseModel):
     errors: ErrorStats | None = None
     candidate: TimingStats | None = None
     original: TimingStats | None = None
-    anchors: dict[str, TimingStats | None] = Field(default_factory=dict, description="cudnn/flash; None if unsupported")
+    anchors: dict[str, TimingStats | None] = Field(default_factory=dict, description="cudnn/flash/fa3; None if unsupported")
     speedup: float | None = Field(default=None, description="original median / candidate median")
     tflops: float | None = Field(default=None, description="candidate TFLOP/s")
     fraction_of_peak: float | None = Field(default=None, description="tflops / measured bf16 matmul TFLOP/s")
@@ -113,7 +113,7 @@ class Flag(BaseModel):
 class Goal(BaseModel):
     """The verifiable stop condition: all correct and geomean >= ``min_speedup`` vs ``against``."""
 
-    against: str = Field(default="original", description="original, cudnn or flash")
+    against: str = Field(default="original", description="original, cudnn, flash or fa3")
     min_speedup: float = 1.0
     met: bool = False
     reason: str = ""

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from harness import ORIGINAL_KERNEL, ORIGINAL_SOURCE_SHA256, REPO_ROOT
+from harness.anchors import AnchorName, require_anchors
 from harness.compile import compile_kernel
 from harness.config import Settings
 from harness.errors import NoGpuError, VerifyError
@@ -48,7 +49,8 @@ class VerifyOptions(BaseModel):
     """Options of one verification (CLI flags and MCP tool arguments map onto these)."""
 
     suite: str = Field(default="quick", description="quick | full | production | path to a suite .toml")
-    anchors: list[Literal["cudnn", "flash"]] = Field(default_factory=list, description="torch SDPA backends timed too")
+    anchors: list[AnchorName] = Field(default_factory=list, description="library kernels timed too: cudnn, "
+                                      "flash (torch SDPA backends), fa3 (FlashAttention-3, when importable)")
     arch: str = Field(default="sm_90a", description="nvcc target arch")
     policy: bool = Field(default=True, description="enforce the source/symbol policy")
     gpu: int = Field(default=0, ge=0, description="CUDA device index")
@@ -56,7 +58,7 @@ class VerifyOptions(BaseModel):
     run_timeout_s: float = Field(default=900.0, gt=0, description="limit for the whole run")
     draws: int = Field(default=2, ge=2, le=6, description="fresh random input draws per scenario")
     goal_speedup: float = Field(default=1.0, gt=0, description="goal: geomean speedup >= this")
-    goal_against: Literal["original", "cudnn", "flash"] = Field(default="original")
+    goal_against: Literal["original", "cudnn", "flash", "fa3"] = Field(default="original")
     goal_suite: str = Field(default="full", description="the goal is judged only on a complete run of this suite")
     scenario_ids: list[str] | None = Field(default=None, description="run only these ids of the suite")
     min_samples: int = Field(default=10, ge=3, description="timed samples per scenario, at least")
@@ -327,10 +329,12 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
         InputError, ToolchainError, CompileError, PolicyError, AbiError: from compiling (see compile_kernel).
         NoGpuError: no GPU that runs the build's arch (after compiling).
         VerifyError: the run could not start (worker failed to load, GPU lock timeout, bad suite).
+        AnchorUnavailableError: an anchor (or goal_against) that cannot be timed here (fa3 not importable).
     Per-scenario failures (wrong output, crash, hang, ...) are in the Verdict, not raised.
     """
     options = options or VerifyOptions()
     settings = settings or Settings()
+    require_anchors([*options.anchors, options.goal_against])
     t0 = time.monotonic()
     suite = load_suite(options.suite)
     scenarios = suite.scenarios

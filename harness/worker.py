@@ -26,10 +26,11 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from harness.anchors import AnchorName, check_worker_anchors, fa3_runner
 from harness.buffers import Buffers
 from harness.scenarios import Scenario
 from harness.verdict import ErrorStats, PhaseTimes, ScenarioResult, TimingStats
@@ -46,7 +47,7 @@ class WorkerJob(BaseModel):
     first_index: int = 0
     seed: int
     draws: int = 2
-    anchors: list[Literal["cudnn", "flash"]] = []
+    anchors: list[AnchorName] = []
     gpu: int = 0
     min_samples: int = 10
     max_samples: int = 40
@@ -309,7 +310,8 @@ class Runner:
         torch = self.torch
         o_o, lse_o = torch.empty_like(bufs.o_c), torch.empty_like(bufs.lse_c)
         p_o = self._params((o_o, lse_o), bufs, sc, self.orig)
-        anchors = {name: _sdpa_runner(torch, sc, bufs, name) for name in self.job.anchors}
+        anchors = {name: fa3_runner(torch, sc.causal, bufs.q, bufs.k, bufs.v, bufs.scale) if name == "fa3"
+                   else _sdpa_runner(torch, sc, bufs, name) for name in self.job.anchors}
         t_c: list[float] = []
         t_o: list[float] = []
         w_c: list[float] = []
@@ -456,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         job = WorkerJob.model_validate_json(sys.stdin.read())
         import torch
+
+        check_worker_anchors(job.anchors)  # fa3: importable in this process too (after torch)
 
         info = _device_info(torch, job.gpu)
         if job.measure_peak:

@@ -53,8 +53,17 @@ class GoalInfo(BaseModel):
     """The verifiable stop condition (harness.config.Settings.goal_speedup / goal_anchor)."""
 
     min_speedup: float = Field(description="geomean speedup to reach, all scenarios correct")
-    against: str = Field(description="original, cudnn or flash")
+    against: str = Field(description="original, cudnn, flash or fa3")
     text: str
+
+
+class AnchorInfo(BaseModel):
+    """A library kernel verify_kernel can time next to the candidate (its ``anchors`` argument)."""
+
+    name: str = Field(description="cudnn, flash or fa3")
+    description: str
+    available: bool = Field(description="whether this server can time it")
+    reason: str | None = Field(default=None, description="why not, and how to make it available")
 
 
 class BestAttempt(BaseModel):
@@ -76,6 +85,8 @@ class TaskInfo(BaseModel):
     suites: list[SuiteInfo]
     default_suite: str
     goal: GoalInfo
+    anchors: list[AnchorInfo] = Field(default_factory=list, description="verify_kernel's anchors and "
+                                      "whether each can be timed here")
     original_kernel: str = Field(description="path of the original kernel (relative to the workspace when inside it)")
     original_kernel_uri: str
     best: BestAttempt | None = Field(default=None, description="best attempt so far; None before any verification")

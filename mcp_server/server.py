@@ -26,6 +26,7 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 import harness
+from harness.anchors import AnchorName, require_anchors
 from harness.config import Settings
 from harness.errors import InputError
 from harness.logging import get_logger
@@ -230,9 +231,10 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
         ctx: Context,
         suite: Annotated[str | None, Field(description="suite name (quick, full, production) or a suite .toml in "
                                                        "the workspace; default: the server's default suite")] = None,
-        anchors: Annotated[list[Literal["cudnn", "flash"]], Field(
+        anchors: Annotated[list[AnchorName], Field(
             description="also time these library kernels for comparison: cudnn (cuDNN SDPA), flash "
-                        "(FlashAttention-2 SDPA)")] = [],  # noqa: B006 - pydantic copies defaults
+                        "(FlashAttention-2 SDPA), fa3 (FlashAttention-3, only where the server can import "
+                        "flash_attn_interface; get_task lists the anchors available)")] = [],  # noqa: B006
         scenario_ids: Annotated[list[str] | None, Field(
             description="run only these scenario ids of the suite (e.g. the failed ones); default: all")] = None,
         detail: DetailArg = "auto",
@@ -247,6 +249,7 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
         (stall, suspicious_win, churn) the answer carries a question: answer it before your next change.
         Errors (compile, policy, no GPU) come back as a tool error with a plain message."""
         full = state.resolve_file(path)
+        require_anchors([*anchors, settings.goal_anchor or "original"])  # fa3 absent: a plain tool error
         suite_name = await anyio.to_thread.run_sync(_resolve_suite, state, suite)
         hv = need("harness.verify")
         options = hv.VerifyOptions(

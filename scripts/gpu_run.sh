@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
-#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq fastna cand mcp
+#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq fastna
+#                                           fa3 prodfa3 cand mcp
 #   cand: CANDIDATE="a.cu [b.cu ...]" — GPU tests (tests/gpu/test_fast.py) on each in turn; the first that
-#         passes gets `attnq verify --suite full --anchors flash,cudnn` (recorded in the campaign store)
+#         passes gets `attnq verify --suite full --anchors $ANCHORS` (recorded in the campaign store;
+#         ANCHORS default fa3,cudnn,flash when FlashAttention-3 imports, else flash,cudnn)
+#   fa3 / prodfa3: kernels/attn_fast.cu on the full suite vs fa3,cudnn,flash / on the production suite vs fa3
+# FlashAttention-3 (the `fa3` anchor): a .fa3/*.tgz in the repository root (copied from
+# ../shared/anchors/fa3/) is unpacked to /tmp/fa3, which goes first on PYTHONPATH.
 # Logs and JSON verdicts go under $OUT (default ./gpu-out). Wheels the box lacks travel in .whl/
 # (see ../shared/gpu/fetch-wheels.sh); they are installed to /tmp/site first.
 set -uo pipefail
@@ -14,6 +19,9 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     && export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+if ls .fa3/*.tgz >/dev/null 2>&1; then
+  mkdir -p /tmp/fa3 && for t in .fa3/*.tgz; do tar xzf "$t" -C /tmp/fa3; done && export PYTHONPATH=/tmp/fa3:$PYTHONPATH
+fi
 attnq() { python3 -m attnq "$@"; }
 steps=${*:-info tests original aa quick wrong}
 S=$OUT/summary.txt
@@ -24,7 +32,8 @@ verify_to() {
   attnq verify "$@" --json > "$OUT/logs/$log.json" 2> "$OUT/logs/$log.err"
   note "$label: exit $? $(python3 scripts/summarize_verdict.py "$OUT/logs/$log.json")"
 }
-note "== attnq GPU run $(date -u +%FT%TZ) commit ${ATTNQ_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} steps: $steps"
+if python3 -c "import torch, flash_attn_interface" >/dev/null 2>&1; then HAVE_FA3=1; else HAVE_FA3=0; fi
+note "== attnq GPU run $(date -u +%FT%TZ) commit ${ATTNQ_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} steps: $steps fa3: $HAVE_FA3"
 for step in $steps; do
   t0=$(date +%s)
   case $step in
@@ -67,6 +76,11 @@ for step in $steps; do
       verify_to fast_full_noanchors "fast full (no anchors)" kernels/attn_fast.cu --suite full --no-record ;;
     fast)
       verify_to fast_full "fast full" kernels/attn_fast.cu --suite full --anchors flash,cudnn ;;
+    fa3)
+      [ $HAVE_FA3 = 1 ] || note "   flash_attn_interface does not import (no .fa3/*.tgz?): attnq will refuse --anchors fa3"
+      verify_to fast_full_fa3 "fast full vs fa3,cudnn,flash" kernels/attn_fast.cu --suite full --anchors fa3,cudnn,flash ;;
+    prodfa3)
+      verify_to fast_prod_fa3 "fast production vs fa3" kernels/attn_fast.cu --suite production --anchors fa3 ;;
     cand)
       # CANDIDATE="a.cu [b.cu ...]": the first whose GPU tests pass gets the full verify
       for c in ${CANDIDATE:?cand needs CANDIDATE=path.cu}; do
@@ -75,7 +89,7 @@ for step in $steps; do
         rc=$?
         note "$n gpu tests: $(tail -1 "$OUT/logs/${n}_tests.log")"
         [ $rc -ne 0 ] && { grep -E "^FAILED|Error" "$OUT/logs/${n}_tests.log" | head -8 | tee -a "$S"; continue; }
-        verify_to "${n}_full" "$n full" "$c" --suite full --anchors flash,cudnn
+        verify_to "${n}_full" "$n full" "$c" --suite full --anchors "${ANCHORS:-$([ $HAVE_FA3 = 1 ] && echo fa3,cudnn,flash || echo flash,cudnn)}"
         break
       done ;;
     mcp)

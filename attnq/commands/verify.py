@@ -1,7 +1,8 @@
-"""``attnq verify FILE [--suite S] [--anchors cudnn,flash] [--json]``: the verdict of one candidate.
+"""``attnq verify FILE [--suite S] [--anchors fa3,cudnn,flash] [--json]``: the verdict of one candidate.
 
-Exit codes: 0 all scenarios correct, 1 some scenario failed, 2 error (input, compile, policy, ABI),
-3 no GPU that runs the build's arch (the build itself succeeded).
+Exit codes: 0 all scenarios correct, 1 some scenario failed, 2 error (input, compile, policy, ABI, an
+anchor that cannot be timed here: fa3 without flash_attn_interface), 3 no GPU that runs the build's arch
+(the build itself succeeded).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check and time a candidate kernel against the original")
     p.add_argument("file", help="candidate .cu file")
     p.add_argument("--suite", default=None, help="quick | full | production | path to a suite .toml (default: quick)")
-    p.add_argument("--anchors", default="", help="comma list of torch SDPA backends to time too: cudnn,flash")
+    p.add_argument("--anchors", default="", help="comma list of library kernels to time too: cudnn, flash (torch "
+                   "SDPA backends), fa3 (FlashAttention-3; needs flash_attn_interface importable)")
     p.add_argument("--arch", default=None, help="nvcc arch (default sm_90a)")
     p.add_argument("--gpu", type=int, default=None, help="CUDA device index")
     p.add_argument("--goal", type=float, default=None, help="goal geomean speedup (default 1.0)")
-    p.add_argument("--goal-against", choices=["original", "cudnn", "flash"], default=None,
+    p.add_argument("--goal-against", choices=["original", "cudnn", "flash", "fa3"], default=None,
                    help="what the goal's geomean is measured against (default: ATTNQ_GOAL_ANCHOR or original)")
     p.add_argument("--scenario", action="append", default=None, help="run only this scenario id (repeatable)")
     p.add_argument("--scenario-timeout", type=float, default=60.0, help="seconds per scenario before it counts as a hang")
@@ -98,9 +100,11 @@ def run(args: argparse.Namespace) -> int:
         policy=not args.no_policy,
         scenario_timeout_s=args.scenario_timeout,
     )
+    from harness.anchors import require_anchors
     from harness.compile import compile_kernel
     from harness.errors import AttnqError, InputError, NoGpuError
 
+    require_anchors([*opts.anchors, opts.goal_against])  # before compiling: plain message, exit 2, no attempt
     compiled = None
     try:
         compiled = compile_kernel(args.file, arch=opts.arch, cache_dir=settings.state_dir / "build", policy=opts.policy)
