@@ -1354,6 +1354,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_PP256
 #define ATTN_WS_PP256 0
 #endif
+#ifndef ATTN_WS_PERSIST
+#define ATTN_WS_PERSIST 1  // v7: one CTA per SM looping over tiles (0: one CTA per tile, as v6)
+#endif
 #ifndef ATTN_WS_PRODUCER_REGS
 #define ATTN_WS_PRODUCER_REGS 24
 #endif
@@ -1411,10 +1414,30 @@ __device__ __forceinline__ void reg_fence_u(uint32_t (&r)[K][4]) {
 constexpr int kWsBM = 128;  // query rows per CTA: 2 consumer warpgroups x 64
 template <int D, int BN, int ST>
 constexpr int ws_smem_bytes() {
-    return 1024 + kWsBM * D * 2 + 2 * ST * BN * D * 2 + 8 * (1 + 4 * ST);
+    return 1024 + kWsBM * D * 2 + 2 * ST * BN * D * 2 + 8 * (2 + 4 * ST);
 }
 
-// grid = m_blocks * batch * hq CTAs (heaviest causal row blocks first), 384 threads.
+// Persistent (v7): grid = min(tiles, SMs) CTAs, 384 threads; CTA c takes tiles c, c + grid, ... in the
+// heaviest-first order (causal: the longest row blocks first). The producer loads the next tile's Q and
+// first K/V tiles while the consumers finish the current tile (last PV, epilogue); Q has its own
+// full/empty barrier pair, and the K/V rings run on across tiles.
+struct WsTile {
+    int b, h, m0, n_tiles;
+};
+__device__ __forceinline__ WsTile ws_tile(const KParams& p, int t, int m_blocks, int BM, int BN) {
+    const int bh_count = p.batch * p.hq;
+    WsTile w;
+    const int mb = m_blocks - 1 - t / bh_count;
+    const int bh = t % bh_count;
+    w.b = bh / p.hq;
+    w.h = bh % p.hq;
+    w.m0 = mb * BM;
+    int n_end = p.sk;
+    if (p.causal) n_end = min(n_end, w.m0 + BM + p.sk - p.sq);
+    w.n_tiles = n_end > 0 ? (n_end + BN - 1) / BN : 0;
+    return w;
+}
+
 template <int D, int BN, int ST, bool PP, typename T>
 __global__ void __launch_bounds__(384, 1)
     attn_fwd_ws(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
@@ -1425,25 +1448,18 @@ __global__ void __launch_bounds__(384, 1)
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const uint32_t sK = sQ + kQBytes, sV = sK + ST * kKV, sBar = sV + ST * kKV;
-    const uint32_t bQ = sBar;
+    const uint32_t bQ = sBar, bQEmpty = sBar + 8u * (1u + 4 * ST);
 #define WS_FULL_K(s) (sBar + 8u * (1u + (s)))
 #define WS_FULL_V(s) (sBar + 8u * (1u + ST + (s)))
 #define WS_EMPTY_K(s) (sBar + 8u * (1u + 2 * ST + (s)))
 #define WS_EMPTY_V(s) (sBar + 8u * (1u + 3 * ST + (s)))
 
     const int tid = threadIdx.x, wg = tid >> 7;
-    const int bh_count = p.batch * p.hq;
-    const int mb = m_blocks - 1 - (int)(blockIdx.x / bh_count);
-    const int bh = (int)(blockIdx.x % bh_count);
-    const int b = bh / p.hq, h = bh % p.hq;
-    const int m0 = mb * BM;
-    const int off = p.sk - p.sq;  // bottom-right causal: row i sees keys j <= i + off
-    int n_end = p.sk;
-    if (p.causal) n_end = min(n_end, m0 + BM + off);
-    const int n_tiles = n_end > 0 ? (n_end + BN - 1) / BN : 0;
+    const int total = m_blocks * p.batch * p.hq;
 
     if (tid == 0) {
         mbar_init(bQ, 1);
+        mbar_init(bQEmpty, 2);
 #pragma unroll
         for (int s = 0; s < ST; ++s) {
             mbar_init(WS_FULL_K(s), 1);
@@ -1457,28 +1473,37 @@ __global__ void __launch_bounds__(384, 1)
 
     if (wg == 0) {  // ---------------- producer ----------------
         regs_dec<ATTN_WS_PRODUCER_REGS>();
-        if (tid == 0 && n_tiles > 0) {
-            const int hk = h / p.group;
-            mbar_expect_tx(bQ, kQBytes);
+        if (tid == 0) {
+            int q_it = 0, kv = 0;  // tiles with work so far, K/V tiles so far (ring position)
+            for (int t = blockIdx.x; t < total; t += gridDim.x) {
+                const WsTile w = ws_tile(p, t, m_blocks, BM, BN);
+                if (w.n_tiles == 0) continue;
+                const int hk = w.h / p.group;
+                mbar_wait(bQEmpty, (q_it & 1) ^ 1);  // both consumers done with the previous tile's Q
+                mbar_expect_tx(bQ, kQBytes);
 #pragma unroll
-            for (int c = 0; c < DB; ++c) tma_load_4d(sQ + c * (BM * 128), &tmQ, bQ, c * 64, m0, h, b);
-            for (int j = 0; j <= n_tiles; ++j) {
-                if (j < n_tiles) {  // K_j
-                    const int s = j % ST;
-                    mbar_wait(WS_EMPTY_K(s), ((j / ST) & 1) ^ 1);
-                    mbar_expect_tx(WS_FULL_K(s), kKV);
+                for (int c = 0; c < DB; ++c) tma_load_4d(sQ + c * (BM * 128), &tmQ, bQ, c * 64, w.m0, w.h, w.b);
+                for (int j = 0; j <= w.n_tiles; ++j) {
+                    if (j < w.n_tiles) {  // K_j
+                        const int g = kv + j, s = g % ST;
+                        mbar_wait(WS_EMPTY_K(s), ((g / ST) & 1) ^ 1);
+                        mbar_expect_tx(WS_FULL_K(s), kKV);
 #pragma unroll
-                    for (int c = 0; c < DB; ++c)
-                        tma_load_4d(sK + s * kKV + c * (BN * 128), &tmK, WS_FULL_K(s), c * 64, j * BN, hk, b);
+                        for (int c = 0; c < DB; ++c)
+                            tma_load_4d(sK + s * kKV + c * (BN * 128), &tmK, WS_FULL_K(s), c * 64, j * BN, hk, w.b);
+                    }
+                    if (j > 0) {  // V_{j-1}: one tile behind K, the order the consumers read them in
+                        const int g = kv + j - 1, s = g % ST;
+                        mbar_wait(WS_EMPTY_V(s), ((g / ST) & 1) ^ 1);
+                        mbar_expect_tx(WS_FULL_V(s), kKV);
+#pragma unroll
+                        for (int c = 0; c < DB; ++c)
+                            tma_load_4d(sV + s * kKV + c * (BN * 128), &tmV, WS_FULL_V(s), c * 64, (j - 1) * BN, hk,
+                                        w.b);
+                    }
                 }
-                if (j > 0) {  // V_{j-1}: one tile behind K, the order the consumers read them in
-                    const int jv = j - 1, s = jv % ST;
-                    mbar_wait(WS_EMPTY_V(s), ((jv / ST) & 1) ^ 1);
-                    mbar_expect_tx(WS_FULL_V(s), kKV);
-#pragma unroll
-                    for (int c = 0; c < DB; ++c)
-                        tma_load_4d(sV + s * kKV + c * (BN * 128), &tmV, WS_FULL_V(s), c * 64, jv * BN, hk, b);
-                }
+                kv += w.n_tiles;
+                ++q_it;
             }
         }
         return;
@@ -1489,159 +1514,177 @@ __global__ void __launch_bounds__(384, 1)
     const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
     const bool leader = (tid & 127) == 0;
     const float sl2 = p.scale_log2;
-    const int row_first = m0 + 64 * cw;                     // first row of this warpgroup
-    const int r0 = row_first + 16 * warp + (lane >> 2);     // this thread's rows: r0 and r0 + 8
+    const int off = p.sk - p.sq;  // bottom-right causal: row i sees keys j <= i + off
     const int t2 = 2 * (lane & 3);
-    const int mask_from = p.causal ? min(p.sk, row_first + off + 1) : p.sk;  // tiles ending past this need a mask
+    const int me = 1 + cw, other = 2 - cw;    // named barrier ids of this / the other consumer
+    if (PP && cw == 1) named_arrive(1, 256);  // consumer 0 issues first
+    int q_it = 0, kv = 0;
 
-    float o[NO * 4];
-#pragma unroll
-    for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
-    float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
+    for (int t = blockIdx.x; t < total; t += gridDim.x) {
+        const WsTile w = ws_tile(p, t, m_blocks, BM, BN);
+        const int n_tiles = w.n_tiles;
+        const int row_first = w.m0 + 64 * cw;                 // first row of this warpgroup
+        const int r0 = row_first + 16 * warp + (lane >> 2);   // this thread's rows: r0 and r0 + 8
+        const int mask_from = p.causal ? min(p.sk, row_first + off + 1) : p.sk;  // tiles ending past this get a mask
 
-    if (n_tiles > 0) {
-        float s[NC * 4];
-        uint32_t pa[BN / 16][4];
-        auto issue_s = [&](uint32_t kbuf) {
-            wg_fence();
+        float o[NO * 4];
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-                const uint32_t qa = sQ + (kk >> 2) * (BM * 128) + cw * (64 * 128) + (kk & 3) * 32;
-                const uint32_t kb = kbuf + (kk >> 2) * (BN * 128) + (kk & 3) * 32;
-                WgSS<T, BN>::run(s, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024), kk > 0);
-            }
-            wg_commit();
-        };
-        auto issue_pv = [&](uint32_t vbuf) {
-            wg_fence();
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk)
-                WgRS<T, D>::run(o, pa[kk], wg_desc(vbuf + kk * (16 * 128), BN * 128, 1024));
-            wg_commit();
-        };
-        // Masks tile j of s, updates the running max / sum, leaves exp2 values in s; returns alpha per row.
-        auto softmax = [&](int j, float (&alpha)[2]) {
-            const int kbase = j * BN;
-            if (kbase + BN > mask_from) {
-#pragma unroll
-                for (int c = 0; c < NC; ++c)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int row = r0 + ((e >> 1) << 3);
-                        const int col = kbase + 8 * c + t2 + (e & 1);
-                        const int lim = p.causal ? min(p.sk, row + off + 1) : p.sk;
-                        if (col >= lim) s[4 * c + e] = -INFINITY;
-                    }
-            }
-            float mx[2] = {m_r[0], m_r[1]};
-#pragma unroll
-            for (int c = 0; c < NC; ++c) {
-                mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
-                mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
-            }
-            float ms[2];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                mx[i] = quad_max(mx[i]);
-                ms[i] = mx[i] == -INFINITY ? 0.f : mx[i] * sl2;
-                alpha[i] = mx[i] == m_r[i] ? 1.f : fast_exp2(m_r[i] * sl2 - ms[i]);
-                m_r[i] = mx[i];
-            }
-            float sum[2] = {0.f, 0.f};
-#pragma unroll
-            for (int c = 0; c < NC; ++c) {
-                s[4 * c] = fast_exp2(s[4 * c] * sl2 - ms[0]);
-                s[4 * c + 1] = fast_exp2(s[4 * c + 1] * sl2 - ms[0]);
-                s[4 * c + 2] = fast_exp2(s[4 * c + 2] * sl2 - ms[1]);
-                s[4 * c + 3] = fast_exp2(s[4 * c + 3] * sl2 - ms[1]);
-                sum[0] += s[4 * c] + s[4 * c + 1];
-                sum[1] += s[4 * c + 2] + s[4 * c + 3];
-            }
-            l_r[0] = l_r[0] * alpha[0] + sum[0];
-            l_r[1] = l_r[1] * alpha[1] + sum[1];
-        };
-        auto pack_p = [&]() {
-#pragma unroll
-            for (int c = 0; c < NC; ++c) {  // A fragment: a0/a2 row g, a1/a3 row g + 8
-                pa[c >> 1][(c & 1) * 2 + 0] = Ops<T>::pack(s[4 * c], s[4 * c + 1]);
-                pa[c >> 1][(c & 1) * 2 + 1] = Ops<T>::pack(s[4 * c + 2], s[4 * c + 3]);
-            }
-        };
-        const int me = 1 + cw, other = 2 - cw;  // named barrier ids of this / the other consumer
-        if (PP && cw == 1) named_arrive(1, 256);  // consumer 0 issues first
-        mbar_wait(bQ, 0);
+        for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
+        float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
 
-        // tile 0: S only
-        mbar_wait(WS_FULL_K(0), 0);
-        if (PP) named_sync(me, 256);
-        issue_s(sK);
-        if (PP) named_arrive(other, 256);
-        wg_wait<0>();
-        reg_fence(s);
-        if (leader) mbar_arrive(WS_EMPTY_K(0));
-        {
-            float alpha[2];
-            softmax(0, alpha);
+        if (n_tiles > 0) {
+            float s[NC * 4];
+            uint32_t pa[BN / 16][4];
+            auto issue_s = [&](uint32_t kbuf) {
+                wg_fence();
+#pragma unroll
+                for (int kk = 0; kk < D / 16; ++kk) {
+                    const uint32_t qa = sQ + (kk >> 2) * (BM * 128) + cw * (64 * 128) + (kk & 3) * 32;
+                    const uint32_t kb = kbuf + (kk >> 2) * (BN * 128) + (kk & 3) * 32;
+                    WgSS<T, BN>::run(s, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024), kk > 0);
+                }
+                wg_commit();
+            };
+            auto issue_pv = [&](uint32_t vbuf) {
+                wg_fence();
+#pragma unroll
+                for (int kk = 0; kk < BN / 16; ++kk)
+                    WgRS<T, D>::run(o, pa[kk], wg_desc(vbuf + kk * (16 * 128), BN * 128, 1024));
+                wg_commit();
+            };
+            // Masks tile j of s, updates the running max / sum, leaves exp2 values in s; alpha per row.
+            auto softmax = [&](int j, float (&alpha)[2]) {
+                const int kbase = j * BN;
+                if (kbase + BN > mask_from) {
+#pragma unroll
+                    for (int c = 0; c < NC; ++c)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const int row = r0 + ((e >> 1) << 3);
+                            const int col = kbase + 8 * c + t2 + (e & 1);
+                            const int lim = p.causal ? min(p.sk, row + off + 1) : p.sk;
+                            if (col >= lim) s[4 * c + e] = -INFINITY;
+                        }
+                }
+                float mx[2] = {m_r[0], m_r[1]};
+#pragma unroll
+                for (int c = 0; c < NC; ++c) {
+                    mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
+                    mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
+                }
+                float ms[2];
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    mx[i] = quad_max(mx[i]);
+                    ms[i] = mx[i] == -INFINITY ? 0.f : mx[i] * sl2;
+                    alpha[i] = mx[i] == m_r[i] ? 1.f : fast_exp2(m_r[i] * sl2 - ms[i]);
+                    m_r[i] = mx[i];
+                }
+                float sum[2] = {0.f, 0.f};
+#pragma unroll
+                for (int c = 0; c < NC; ++c) {
+                    s[4 * c] = fast_exp2(s[4 * c] * sl2 - ms[0]);
+                    s[4 * c + 1] = fast_exp2(s[4 * c + 1] * sl2 - ms[0]);
+                    s[4 * c + 2] = fast_exp2(s[4 * c + 2] * sl2 - ms[1]);
+                    s[4 * c + 3] = fast_exp2(s[4 * c + 3] * sl2 - ms[1]);
+                    sum[0] += s[4 * c] + s[4 * c + 1];
+                    sum[1] += s[4 * c + 2] + s[4 * c + 3];
+                }
+                l_r[0] = l_r[0] * alpha[0] + sum[0];
+                l_r[1] = l_r[1] * alpha[1] + sum[1];
+            };
+            auto pack_p = [&]() {
+#pragma unroll
+                for (int c = 0; c < NC; ++c) {  // A fragment: a0/a2 row g, a1/a3 row g + 8
+                    pa[c >> 1][(c & 1) * 2 + 0] = Ops<T>::pack(s[4 * c], s[4 * c + 1]);
+                    pa[c >> 1][(c & 1) * 2 + 1] = Ops<T>::pack(s[4 * c + 2], s[4 * c + 3]);
+                }
+            };
+            mbar_wait(bQ, q_it & 1);
+
+            // tile 0: S only
+            {
+                const int s0 = kv % ST;
+                mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
+                if (PP) named_sync(me, 256);
+                issue_s(sK + s0 * kKV);
+                if (PP) named_arrive(other, 256);
+                wg_wait<0>();
+                reg_fence(s);
+                if (leader) {
+                    mbar_arrive(WS_EMPTY_K(s0));
+                    if (n_tiles == 1) mbar_arrive(bQEmpty);
+                }
+                float alpha[2];
+                softmax(0, alpha);
+                pack_p();
+            }
+            for (int j = 1; j < n_tiles; ++j) {
+                const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
+                mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
+                if (PP) named_sync(me, 256);
+                issue_s(sK + ks * kKV);
+                mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
+                issue_pv(sV + vs * kKV);
+                if (PP) named_arrive(other, 256);
+                wg_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
+                reg_fence(s);
+                if (leader) {
+                    mbar_arrive(WS_EMPTY_K(ks));
+                    if (j == n_tiles - 1) mbar_arrive(bQEmpty);  // the producer may load the next tile's Q
+                }
+                float alpha[2];
+                softmax(j, alpha);
+                wg_wait<0>();
+                reg_fence(o);
+                reg_fence_u(pa);
+                if (leader) mbar_arrive(WS_EMPTY_V(vs));
+#pragma unroll
+                for (int c = 0; c < NO; ++c) {
+                    o[4 * c] *= alpha[0];
+                    o[4 * c + 1] *= alpha[0];
+                    o[4 * c + 2] *= alpha[1];
+                    o[4 * c + 3] *= alpha[1];
+                }
+                pack_p();
+            }
+            {  // last tile: PV only
+                const int gv = kv + n_tiles - 1, vs = gv % ST;
+                mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
+                if (PP) named_sync(me, 256);
+                issue_pv(sV + vs * kKV);
+                if (PP) named_arrive(other, 256);
+                wg_wait<0>();
+                reg_fence(o);
+                reg_fence_u(pa);
+                if (leader) mbar_arrive(WS_EMPTY_V(vs));
+            }
+            kv += n_tiles;
+            ++q_it;
         }
-        pack_p();
-
-        for (int j = 1; j < n_tiles; ++j) {
-            const int ks = j % ST, vs = (j - 1) % ST;
-            mbar_wait(WS_FULL_K(ks), (j / ST) & 1);
-            if (PP) named_sync(me, 256);
-            issue_s(sK + ks * kKV);
-            mbar_wait(WS_FULL_V(vs), ((j - 1) / ST) & 1);
-            issue_pv(sV + vs * kKV);
-            if (PP) named_arrive(other, 256);
-            wg_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
-            reg_fence(s);
-            if (leader) mbar_arrive(WS_EMPTY_K(ks));
-            float alpha[2];
-            softmax(j, alpha);
-            wg_wait<0>();
-            reg_fence(o);
-            reg_fence_u(pa);
-            if (leader) mbar_arrive(WS_EMPTY_V(vs));
 #pragma unroll
-            for (int c = 0; c < NO; ++c) {
-                o[4 * c] *= alpha[0];
-                o[4 * c + 1] *= alpha[0];
-                o[4 * c + 2] *= alpha[1];
-                o[4 * c + 3] *= alpha[1];
-            }
-            pack_p();
-        }
-        {  // last tile: PV only
-            const int vs = (n_tiles - 1) % ST;
-            mbar_wait(WS_FULL_V(vs), ((n_tiles - 1) / ST) & 1);
-            if (PP) named_sync(me, 256);
-            issue_pv(sV + vs * kKV);
-            if (PP && cw == 0) named_arrive(other, 256);  // consumer 1's last arrival would have no partner
-            wg_wait<0>();
-            reg_fence(o);
-            reg_fence_u(pa);
-            if (leader) mbar_arrive(WS_EMPTY_V(vs));
+        for (int i = 0; i < 2; ++i) {
+            const float l = quad_sum(l_r[i]);
+            const int row = r0 + 8 * i;
+            if (row >= p.sq) continue;
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            T* og = static_cast<T*>(p.o) + w.b * p.o_bs + (long long)row * p.o_rs + w.h * p.o_hs;
+#pragma unroll
+            for (int c = 0; c < NO; ++c)
+                *reinterpret_cast<uint32_t*>(og + 8 * c + t2) =
+                    Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
+            if ((lane & 3) == 0)
+                p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = l > 0.f ? (m_r[i] * sl2 + log2f(l)) * kLn2 : INFINITY;
         }
     }
+    // Consumer 1 arrives once more than consumer 0 syncs in the loop (its first arrival lets consumer 0 start);
+    // this sync takes that arrival, so no barrier is left half-arrived when the CTA exits.
+    if (PP && cw == 0) named_sync(me, 256);
 #undef WS_FULL_K
 #undef WS_FULL_V
 #undef WS_EMPTY_K
 #undef WS_EMPTY_V
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const float l = quad_sum(l_r[i]);
-        const int row = r0 + 8 * i;
-        if (row >= p.sq) continue;
-        const float inv = l > 0.f ? 1.f / l : 0.f;
-        T* og = static_cast<T*>(p.o) + b * p.o_bs + (long long)row * p.o_rs + h * p.o_hs;
-#pragma unroll
-        for (int c = 0; c < NO; ++c)
-            *reinterpret_cast<uint32_t*>(og + 8 * c + t2) = Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
-        if ((lane & 3) == 0)
-            p.lse[((long long)b * p.hq + h) * p.sq + row] = l > 0.f ? (m_r[i] * sl2 + log2f(l)) * kLn2 : INFINITY;
-    }
 }
-
 // ---- host side of v6: TMA tensor maps ----
 typedef CUresult (*EncodeTiledFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
@@ -1681,7 +1724,7 @@ bool make_map(CUtensorMap* map, const void* ptr, bool bf16, int D, int rows, int
 
 // Returns -1 when the tensor maps cannot describe these tensors (the caller falls back to v5's kernels).
 template <int D, int BN, int ST, bool PP, typename T>
-int launch_ws(const KParams& kp, bool bf16, cudaStream_t stream) {
+int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     alignas(64) CUtensorMap mq, mk, mv;
     if (!make_map(&mq, kp.q, bf16, D, kp.sq, kp.hq, kp.batch, kp.q_rs, kp.q_hs, kp.q_bs, kWsBM) ||
         !make_map(&mk, kp.k, bf16, D, kp.sk, kp.hkv, kp.batch, kp.k_rs, kp.k_hs, kp.k_bs, BN) ||
@@ -1692,17 +1735,18 @@ int launch_ws(const KParams& kp, bool bf16, cudaStream_t stream) {
     auto kern = attn_fwd_ws<D, BN, ST, PP, T>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 3;
     const int m_blocks = (kp.sq + kWsBM - 1) / kWsBM;
-    const long long grid = (long long)m_blocks * kp.batch * kp.hq;
+    const long long tiles = (long long)m_blocks * kp.batch * kp.hq;
+    const long long grid = (ATTN_WS_PERSIST && tiles > num_sms) ? num_sms : tiles;  // persistent: one CTA per SM
     kern<<<(unsigned)grid, 384, smem, stream>>>(mq, mk, mv, kp, m_blocks);
     return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }
 
 template <typename T>
-int dispatch_ws(const KParams& kp, int D, bool bf16, cudaStream_t stream) {
+int dispatch_ws(const KParams& kp, int D, bool bf16, int num_sms, cudaStream_t stream) {
     switch (D) {
-        case 64: return launch_ws<64, ATTN_WS_BN64, ATTN_WS_ST64, ATTN_WS_PP64 != 0, T>(kp, bf16, stream);
-        case 128: return launch_ws<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, T>(kp, bf16, stream);
-        case 256: return launch_ws<256, ATTN_WS_BN256, ATTN_WS_ST256, ATTN_WS_PP256 != 0, T>(kp, bf16, stream);
+        case 64: return launch_ws<64, ATTN_WS_BN64, ATTN_WS_ST64, ATTN_WS_PP64 != 0, T>(kp, bf16, num_sms, stream);
+        case 128: return launch_ws<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, T>(kp, bf16, num_sms, stream);
+        case 256: return launch_ws<256, ATTN_WS_BN256, ATTN_WS_ST256, ATTN_WS_PP256 != 0, T>(kp, bf16, num_sms, stream);
     }
     return -1;
 }
@@ -1804,8 +1848,9 @@ extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
         return cudaGetLastError() == cudaSuccess ? 0 : 3;
     }
     if (use_ws(p, pl)) {
-        const int rc = bf16 ? dispatch_ws<__nv_bfloat16>(kp, p->head_dim, true, stream)
-                            : dispatch_ws<__half>(kp, p->head_dim, false, stream);
+        const int sms = p->num_sms > 0 ? p->num_sms : 132;
+        const int rc = bf16 ? dispatch_ws<__nv_bfloat16>(kp, p->head_dim, true, sms, stream)
+                            : dispatch_ws<__half>(kp, p->head_dim, false, sms, stream);
         if (rc >= 0) return rc;  // -1: no tensor map for these strides -> v5's kernels below
     }
     if (use_wgmma(p, pl))
