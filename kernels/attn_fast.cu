@@ -1354,16 +1354,19 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_PP128 1
 #endif
 #ifndef ATTN_WS_PP256
-#define ATTN_WS_PP256 0
+#define ATTN_WS_PP256 1  // v8: on (v6: off; persistent without it lost 10% at d256, run 13)
 #endif
 #ifndef ATTN_WS_PERSIST
 #define ATTN_WS_PERSIST 1  // v7: one CTA per SM looping over tiles (0: one CTA per tile, as v6)
 #endif
-#ifndef ATTN_WS_PRODUCER_REGS
-#define ATTN_WS_PRODUCER_REGS 24
+#ifndef ATTN_WS_PERSIST_C256
+#define ATTN_WS_PERSIST_C256 0  // v8: causal d256 runs one CTA per tile (the hardware's greedy CTA order balances
+#endif                          // the uneven causal tiles; static round-robin lost 8% there in run 13)
+#ifndef ATTN_WS_NWG64
+#define ATTN_WS_NWG64 3  // v8: consumer warpgroups of the d64 kernel (2 or 3: 128 or 192 rows per CTA)
 #endif
-#ifndef ATTN_WS_CONSUMER_REGS
-#define ATTN_WS_CONSUMER_REGS 240
+#ifndef ATTN_WS_BN128N
+#define ATTN_WS_BN128N 176  // v8: key-tile width of the d128 kernel when not causal
 #endif
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -1413,10 +1416,16 @@ __device__ __forceinline__ void reg_fence_u(uint32_t (&r)[K][4]) {
         for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[i][e])::"memory");
 }
 
-constexpr int kWsBM = 128;  // query rows per CTA: 2 consumer warpgroups x 64
-template <int D, int BN, int ST>
+// Registers per thread after setmaxnreg: NWG consumer warpgroups of 64 rows + 1 producer warpgroup share
+// the 64K registers of an SM (2 consumers: 240 / 24, 3 consumers: 160 / 32).
+template <int NWG>
+struct WsRegs {
+    static constexpr int consumer = NWG == 2 ? 240 : 160;
+    static constexpr int producer = NWG == 2 ? 24 : 32;
+};
+template <int D, int BN, int ST, int NWG>
 constexpr int ws_smem_bytes() {
-    return 1024 + kWsBM * D * 2 + 2 * ST * BN * D * 2 + 8 * (2 + 4 * ST);
+    return 1024 + 64 * NWG * D * 2 + 2 * ST * BN * D * 2 + 8 * (2 + 4 * ST);
 }
 
 // Persistent (v7): grid = min(tiles, SMs) CTAs, 384 threads; CTA c takes tiles c, c + grid, ... in the
@@ -1440,13 +1449,13 @@ __device__ __forceinline__ WsTile ws_tile(const KParams& p, int t, int m_blocks,
     return w;
 }
 
-template <int D, int BN, int ST, bool PP, typename T>
-__global__ void __launch_bounds__(384, 1)
+template <int D, int BN, int ST, bool PP, int NWG, typename T>
+__global__ void __launch_bounds__(128 * (NWG + 1), 1)
     attn_fwd_ws(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                 const __grid_constant__ CUtensorMap tmV, const KParams p, int m_blocks) {
-    constexpr int BM = kWsBM, NC = BN / 8, NO = D / 8, DB = D / 64;
+    constexpr int BM = 64 * NWG, NC = BN / 8, NO = D / 8, DB = D / 64;
     constexpr uint32_t kQBytes = BM * D * 2, kKV = BN * D * 2;
-    static_assert(BN % 16 == 0 && BN <= 256 && D % 64 == 0, "tile shape");
+    static_assert(BN % 16 == 0 && BN <= 256 && D % 64 == 0 && (NWG == 2 || NWG == 3), "tile shape");
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const uint32_t sK = sQ + kQBytes, sV = sK + ST * kKV, sBar = sV + ST * kKV;
@@ -1461,20 +1470,20 @@ __global__ void __launch_bounds__(384, 1)
 
     if (tid == 0) {
         mbar_init(bQ, 1);
-        mbar_init(bQEmpty, 2);
+        mbar_init(bQEmpty, NWG);
 #pragma unroll
         for (int s = 0; s < ST; ++s) {
             mbar_init(WS_FULL_K(s), 1);
             mbar_init(WS_FULL_V(s), 1);
-            mbar_init(WS_EMPTY_K(s), 2);
-            mbar_init(WS_EMPTY_V(s), 2);
+            mbar_init(WS_EMPTY_K(s), NWG);
+            mbar_init(WS_EMPTY_V(s), NWG);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
 
     if (wg == 0) {  // ---------------- producer ----------------
-        regs_dec<ATTN_WS_PRODUCER_REGS>();
+        regs_dec<WsRegs<NWG>::producer>();
         if (tid == 0) {
             int q_it = 0, kv = 0;  // tiles with work so far, K/V tiles so far (ring position)
             for (int t = blockIdx.x; t < total; t += gridDim.x) {
@@ -1512,14 +1521,16 @@ __global__ void __launch_bounds__(384, 1)
     }
 
     // ---------------- consumers ----------------
-    regs_inc<ATTN_WS_CONSUMER_REGS>();
+    regs_inc<WsRegs<NWG>::consumer>();
     const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
     const bool leader = (tid & 127) == 0;
     const float sl2 = p.scale_log2;
     const int off = p.sk - p.sq;  // bottom-right causal: row i sees keys j <= i + off
     const int t2 = 2 * (lane & 3);
-    const int me = 1 + cw, other = 2 - cw;    // named barrier ids of this / the other consumer
-    if (PP && cw == 1) named_arrive(1, 256);  // consumer 0 issues first
+    // Ping-pong: consumer c waits on named barrier 1 + c before issuing its GEMMs and then lets consumer
+    // c + 1 (mod NWG) go; the last consumer's first arrival lets consumer 0 start.
+    const int me = 1 + cw, other = 1 + (cw + 1) % NWG;
+    if (PP && cw == NWG - 1) named_arrive(1, 256);
     int q_it = 0, kv = 0;
 
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
@@ -1679,7 +1690,7 @@ __global__ void __launch_bounds__(384, 1)
                 p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = l > 0.f ? (m_r[i] * sl2 + log2f(l)) * kLn2 : INFINITY;
         }
     }
-    // Consumer 1 arrives once more than consumer 0 syncs in the loop (its first arrival lets consumer 0 start);
+    // Consumer NWG-1 arrives once more than consumer 0 syncs in the loop (its first arrival lets consumer 0 start);
     // this sync takes that arrival, so no barrier is left half-arrived when the CTA exits.
     if (PP && cw == 0) named_sync(me, 256);
 #undef WS_FULL_K
@@ -1725,30 +1736,33 @@ bool make_map(CUtensorMap* map, const void* ptr, bool bf16, int D, int rows, int
 }
 
 // Returns -1 when the tensor maps cannot describe these tensors (the caller falls back to v5's kernels).
-template <int D, int BN, int ST, bool PP, typename T>
+template <int D, int BN, int ST, bool PP, int NWG, typename T>
 int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     alignas(64) CUtensorMap mq, mk, mv;
-    if (!make_map(&mq, kp.q, bf16, D, kp.sq, kp.hq, kp.batch, kp.q_rs, kp.q_hs, kp.q_bs, kWsBM) ||
+    if (!make_map(&mq, kp.q, bf16, D, kp.sq, kp.hq, kp.batch, kp.q_rs, kp.q_hs, kp.q_bs, 64 * NWG) ||
         !make_map(&mk, kp.k, bf16, D, kp.sk, kp.hkv, kp.batch, kp.k_rs, kp.k_hs, kp.k_bs, BN) ||
         !make_map(&mv, kp.v, bf16, D, kp.sk, kp.hkv, kp.batch, kp.v_rs, kp.v_hs, kp.v_bs, BN))
         return -1;
-    constexpr int smem = ws_smem_bytes<D, BN, ST>();
+    constexpr int smem = ws_smem_bytes<D, BN, ST, NWG>();
     static_assert(smem <= 227 * 1024, "shared memory");
-    auto kern = attn_fwd_ws<D, BN, ST, PP, T>;
+    auto kern = attn_fwd_ws<D, BN, ST, PP, NWG, T>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 3;
-    const int m_blocks = (kp.sq + kWsBM - 1) / kWsBM;
+    const int m_blocks = (kp.sq + 64 * NWG - 1) / (64 * NWG);
     const long long tiles = (long long)m_blocks * kp.batch * kp.hq;
-    const long long grid = (ATTN_WS_PERSIST && tiles > num_sms) ? num_sms : tiles;  // persistent: one CTA per SM
-    kern<<<(unsigned)grid, 384, smem, stream>>>(mq, mk, mv, kp, m_blocks);
+    const bool persist = ATTN_WS_PERSIST && !(D == 256 && kp.causal && !ATTN_WS_PERSIST_C256);
+    const long long grid = (persist && tiles > num_sms) ? num_sms : tiles;  // persistent: one CTA per SM
+    kern<<<(unsigned)grid, 128 * (NWG + 1), smem, stream>>>(mq, mk, mv, kp, m_blocks);
     return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }
 
 template <typename T>
 int dispatch_ws(const KParams& kp, int D, bool bf16, int num_sms, cudaStream_t stream) {
     switch (D) {
-        case 64: return launch_ws<64, ATTN_WS_BN64, ATTN_WS_ST64, ATTN_WS_PP64 != 0, T>(kp, bf16, num_sms, stream);
-        case 128: return launch_ws<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, T>(kp, bf16, num_sms, stream);
-        case 256: return launch_ws<256, ATTN_WS_BN256, ATTN_WS_ST256, ATTN_WS_PP256 != 0, T>(kp, bf16, num_sms, stream);
+        case 64: return launch_ws<64, ATTN_WS_BN64, ATTN_WS_ST64, ATTN_WS_PP64 != 0, ATTN_WS_NWG64, T>(kp, bf16, num_sms, stream);
+        case 128:
+            if (kp.causal) return launch_ws<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T>(kp, bf16, num_sms, stream);
+            return launch_ws<128, ATTN_WS_BN128N, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T>(kp, bf16, num_sms, stream);
+        case 256: return launch_ws<256, ATTN_WS_BN256, ATTN_WS_ST256, ATTN_WS_PP256 != 0, 2, T>(kp, bf16, num_sms, stream);
     }
     return -1;
 }
@@ -1760,7 +1774,7 @@ bool use_ws(const attn_fwd_params* p, const Plan& pl) {
     const int D = p->head_dim;
     if (D != 128 && D != 256 && !(D == 64 && ATTN_WS_D64)) return false;
     const int num_sms = p->num_sms > 0 ? p->num_sms : 132;
-    const long long ctas = (long long)((p->seqlen_q + kWsBM - 1) / kWsBM) * p->batch * p->num_heads_q;
+    const long long ctas = (long long)((p->seqlen_q + 127) / 128) * p->batch * p->num_heads_q;
     return ctas >= num_sms;
 }
 

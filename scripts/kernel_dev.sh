@@ -19,17 +19,18 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 K=${KERNEL:-kernels/attn_fast.cu}
 IFS=";" read -r -a VS <<< "${VARIANTS:-base=}"
 args=(); for v in "${VS[@]}"; do args+=(--variant "$v"); done
-python3 scripts/kernel_bench.py "$K" "${args[@]}" --build-only --keep /tmp/libs 2>&1 | tee "$OUT/build.log"
+python3 scripts/kernel_bench.py "$K" "${args[@]}" --build-only --keep /tmp/libs 2>&1 | tee -a "$OUT/summary.txt"
 ok=()
 for v in "${VS[@]}"; do
   n=${v%%=*}
   [ -f "/tmp/libs/$n.so" ] || continue
   if timeout "${CHECK_TIMEOUT:-120}" python3 scripts/kernel_bench.py "$K" --variant "$n=" --prebuilt /tmp/libs --check-only \
-      > "$OUT/check_$n.log" 2>&1 && grep -q "check: OK" "$OUT/check_$n.log"; then
+      > "/tmp/check_$n.log" 2>&1 && grep -q "check: OK" "/tmp/check_$n.log"; then
     ok+=(--variant "$n=")
   fi
-  echo "check $n: rc=$? $(grep -h 'check:' "$OUT/check_$n.log" | head -1) $(grep -h 'max|o' "$OUT/check_$n.log" | head -3 | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
-  tail -3 "$OUT/check_$n.log" | grep -i "error\|Traceback" | tee -a "$OUT/summary.txt"
+  echo "check $n: rc=$? $(grep -h 'check:' "/tmp/check_$n.log" | head -1) $(grep -h 'max|o' "/tmp/check_$n.log" | head -3 | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
+  tail -3 "/tmp/check_$n.log" | grep -i "error\|Traceback" | tee -a "$OUT/summary.txt"
+  cat "/tmp/check_$n.log" >> "$OUT/checks.log"
 done
 if [ ${#ok[@]} -gt 0 ] && [ -z "${NO_TIMING:-}" ]; then
   timeout "${BENCH_TIMEOUT:-420}" python3 scripts/kernel_bench.py "$K" "${ok[@]}" --prebuilt /tmp/libs --dims "${DIMS:-64,128,256}" \
