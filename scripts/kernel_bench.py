@@ -133,6 +133,7 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="copy the built libraries here")
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--prebuilt", type=Path, help="load NAME.so from this folder instead of building")
+    ap.add_argument("--one", help="only call each variant 3 times on one grid scenario, e.g. d128_n_s8192 (for ncu)")
     args = ap.parse_args()
     from triton.testing import do_bench
 
@@ -177,6 +178,15 @@ def main() -> None:
         for name, path in libs.items():
             (args.keep / path.name).write_bytes(path.read_bytes())
     if args.check_only:
+        return
+    if args.one:
+        d, c, s = args.one.split("_")
+        q, k, v = grid_tensors(int(d[1:]), int(s[1:]))
+        for name, r in runners.items():
+            call, *_ = r.prepare(q, k, v, c == "c", int(d[1:]) ** -0.5)
+            for _ in range(3):
+                call()
+        torch.cuda.synchronize()
         return
     for (d, causal, s) in GRID:
         if d not in dims:
