@@ -1362,6 +1362,15 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_PERSIST_C256
 #define ATTN_WS_PERSIST_C256 0  // v8: causal d256 runs one CTA per tile (the hardware's greedy CTA order balances
 #endif                          // the uneven causal tiles; static round-robin lost 8% there in run 13)
+#ifndef ATTN_WS_MERGE64  // v9: tile boundary merged into the pipeline (S_0 of the next tile with the last PV);
+#define ATTN_WS_MERGE64 0  // off where the consumer's register budget would spill (d64 at 160, d256 at 240)
+#endif
+#ifndef ATTN_WS_MERGE128
+#define ATTN_WS_MERGE128 1
+#endif
+#ifndef ATTN_WS_MERGE256
+#define ATTN_WS_MERGE256 0
+#endif
 #ifndef ATTN_WS_NWG64
 #define ATTN_WS_NWG64 3  // v8: consumer warpgroups of the d64 kernel (2 or 3: 128 or 192 rows per CTA)
 #endif
@@ -1454,6 +1463,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     attn_fwd_ws(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                 const __grid_constant__ CUtensorMap tmV, const KParams p, int m_blocks) {
     constexpr int BM = 64 * NWG, NC = BN / 8, NO = D / 8, DB = D / 64;
+    constexpr bool MERGE = D == 64 ? ATTN_WS_MERGE64 : (D == 128 ? ATTN_WS_MERGE128 : ATTN_WS_MERGE256);
     constexpr uint32_t kQBytes = BM * D * 2, kKV = BN * D * 2;
     static_assert(BN % 16 == 0 && BN <= 256 && D % 64 == 0 && (NWG == 2 || NWG == 3), "tile shape");
     extern __shared__ uint8_t smem_raw[];
@@ -1521,118 +1531,167 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     }
 
     // ---------------- consumers ----------------
+    // v9: one software pipeline over all tiles of the CTA. Inside a tile, issue point j (1 <= j < n) issues
+    // S_j and P_{j-1} V_{j-1}; at a tile boundary the issue point issues S_0 of the next tile together with
+    // the last P V of the current one, so the next tile's first softmax overlaps that PV, and the epilogue
+    // runs while the other consumer's GEMMs keep the tensor cores busy.
     regs_inc<WsRegs<NWG>::consumer>();
     const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
     const bool leader = (tid & 127) == 0;
     const float sl2 = p.scale_log2;
     const int off = p.sk - p.sq;  // bottom-right causal: row i sees keys j <= i + off
     const int t2 = 2 * (lane & 3);
+    const int rlane = 64 * cw + 16 * warp + (lane >> 2);  // this thread's rows in a tile: rlane and rlane + 8
     // Ping-pong: consumer c waits on named barrier 1 + c before issuing its GEMMs and then lets consumer
     // c + 1 (mod NWG) go; the last consumer's first arrival lets consumer 0 start.
     const int me = 1 + cw, other = 1 + (cw + 1) % NWG;
     if (PP && cw == NWG - 1) named_arrive(1, 256);
-    int q_it = 0, kv = 0;
 
-    for (int t = blockIdx.x; t < total; t += gridDim.x) {
-        const WsTile w = ws_tile(p, t, m_blocks, BM, BN);
-        const int n_tiles = w.n_tiles;
-        const int row_first = w.m0 + 64 * cw;                 // first row of this warpgroup
-        const int r0 = row_first + 16 * warp + (lane >> 2);   // this thread's rows: r0 and r0 + 8
-        const int mask_from = p.causal ? min(p.sk, row_first + off + 1) : p.sk;  // tiles ending past this get a mask
+    // o / lse of this thread's two rows of tile w (o = 0 and lse = +inf where no key was seen).
+    auto store_rows = [&](const WsTile& w, const float* o, const float (&m)[2], const float (&l4)[2]) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const float l = quad_sum(l4[i]);
+            const int row = w.m0 + rlane + 8 * i;
+            if (row >= p.sq) continue;
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            T* og = static_cast<T*>(p.o) + w.b * p.o_bs + (long long)row * p.o_rs + w.h * p.o_hs;
+#pragma unroll
+            for (int c = 0; c < NO; ++c)
+                *reinterpret_cast<uint32_t*>(og + 8 * c + t2) =
+                    Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
+            if ((lane & 3) == 0)
+                p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = l > 0.f ? (m[i] * sl2 + log2f(l)) * kLn2 : INFINITY;
+        }
+    };
+    // The next tile with keys at or after tile t; tiles without keys (causal, seqlen_q > seqlen_k) are
+    // written on the way (o = 0, lse = +inf). Returns total when there is none.
+    auto next_work = [&](int t, WsTile& w) {
+        for (; t < total; t += gridDim.x) {
+            w = ws_tile(p, t, m_blocks, BM, BN);
+            if (w.n_tiles > 0) return t;
+            float z[NO * 4];
+#pragma unroll
+            for (int i = 0; i < NO * 4; ++i) z[i] = 0.f;
+            const float mz[2] = {-INFINITY, -INFINITY}, lz[2] = {0.f, 0.f};
+            store_rows(w, z, mz, lz);
+        }
+        return total;
+    };
 
+    WsTile w;
+    int t = next_work(blockIdx.x, w);
+    if (t < total) {
+        int q_it = 0, kv = 0;  // tiles started, K/V tiles consumed before the current tile (ring position)
+        int mask_from = 0;     // key index from which this warpgroup's rows of tile w need a mask
+        auto set_tile = [&]() {
+            mask_from = p.causal ? min(p.sk, w.m0 + 64 * cw + off + 1) : p.sk;
+        };
+        set_tile();
         float o[NO * 4];
 #pragma unroll
         for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
         float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
-
-        if (n_tiles > 0) {
-            float s[NC * 4];
-            uint32_t pa[BN / 16][4];
-            auto issue_s = [&](uint32_t kbuf) {
-                wg_fence();
+        float s[NC * 4];
+        uint32_t pa[BN / 16][4];
+        auto issue_s = [&](uint32_t kbuf) {
+            wg_fence();
 #pragma unroll
-                for (int kk = 0; kk < D / 16; ++kk) {
-                    const uint32_t qa = sQ + (kk >> 2) * (BM * 128) + cw * (64 * 128) + (kk & 3) * 32;
-                    const uint32_t kb = kbuf + (kk >> 2) * (BN * 128) + (kk & 3) * 32;
-                    WgSS<T, BN>::run(s, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024), kk > 0);
-                }
-                wg_commit();
-            };
-            auto issue_pv = [&](uint32_t vbuf) {
-                wg_fence();
-#pragma unroll
-                for (int kk = 0; kk < BN / 16; ++kk)
-                    WgRS<T, D>::run(o, pa[kk], wg_desc(vbuf + kk * (16 * 128), BN * 128, 1024));
-                wg_commit();
-            };
-            // Masks tile j of s, updates the running max / sum, leaves exp2 values in s; alpha per row.
-            auto softmax = [&](int j, float (&alpha)[2]) {
-                const int kbase = j * BN;
-                if (kbase + BN > mask_from) {
-#pragma unroll
-                    for (int c = 0; c < NC; ++c)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const int row = r0 + ((e >> 1) << 3);
-                            const int col = kbase + 8 * c + t2 + (e & 1);
-                            const int lim = p.causal ? min(p.sk, row + off + 1) : p.sk;
-                            if (col >= lim) s[4 * c + e] = -INFINITY;
-                        }
-                }
-                float mx[2] = {m_r[0], m_r[1]};
-#pragma unroll
-                for (int c = 0; c < NC; ++c) {
-                    mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
-                    mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
-                }
-                float ms[2];
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    mx[i] = quad_max(mx[i]);
-                    ms[i] = mx[i] == -INFINITY ? 0.f : mx[i] * sl2;
-                    alpha[i] = mx[i] == m_r[i] ? 1.f : fast_exp2(m_r[i] * sl2 - ms[i]);
-                    m_r[i] = mx[i];
-                }
-                float sum[2] = {0.f, 0.f};
-#pragma unroll
-                for (int c = 0; c < NC; ++c) {
-                    s[4 * c] = fast_exp2(s[4 * c] * sl2 - ms[0]);
-                    s[4 * c + 1] = fast_exp2(s[4 * c + 1] * sl2 - ms[0]);
-                    s[4 * c + 2] = fast_exp2(s[4 * c + 2] * sl2 - ms[1]);
-                    s[4 * c + 3] = fast_exp2(s[4 * c + 3] * sl2 - ms[1]);
-                    sum[0] += s[4 * c] + s[4 * c + 1];
-                    sum[1] += s[4 * c + 2] + s[4 * c + 3];
-                }
-                l_r[0] = l_r[0] * alpha[0] + sum[0];
-                l_r[1] = l_r[1] * alpha[1] + sum[1];
-            };
-            auto pack_p = [&]() {
-#pragma unroll
-                for (int c = 0; c < NC; ++c) {  // A fragment: a0/a2 row g, a1/a3 row g + 8
-                    pa[c >> 1][(c & 1) * 2 + 0] = Ops<T>::pack(s[4 * c], s[4 * c + 1]);
-                    pa[c >> 1][(c & 1) * 2 + 1] = Ops<T>::pack(s[4 * c + 2], s[4 * c + 3]);
-                }
-            };
-            mbar_wait(bQ, q_it & 1);
-
-            // tile 0: S only
-            {
-                const int s0 = kv % ST;
-                mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
-                if (PP) named_sync(me, 256);
-                issue_s(sK + s0 * kKV);
-                if (PP) named_arrive(other, 256);
-                wg_wait<0>();
-                reg_fence(s);
-                if (leader) {
-                    mbar_arrive(WS_EMPTY_K(s0));
-                    if (n_tiles == 1) mbar_arrive(bQEmpty);
-                }
-                float alpha[2];
-                softmax(0, alpha);
-                pack_p();
+            for (int kk = 0; kk < D / 16; ++kk) {
+                const uint32_t qa = sQ + (kk >> 2) * (BM * 128) + cw * (64 * 128) + (kk & 3) * 32;
+                const uint32_t kb = kbuf + (kk >> 2) * (BN * 128) + (kk & 3) * 32;
+                WgSS<T, BN>::run(s, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024), kk > 0);
             }
-            for (int j = 1; j < n_tiles; ++j) {
+            wg_commit();
+        };
+        auto issue_pv = [&](uint32_t vbuf) {
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk)
+                WgRS<T, D>::run(o, pa[kk], wg_desc(vbuf + kk * (16 * 128), BN * 128, 1024));
+            wg_commit();
+        };
+        // Masks tile j of s, updates the running max / sum, leaves exp2 values in s; alpha per row.
+        auto softmax = [&](int j, float (&alpha)[2]) {
+            const int kbase = j * BN;
+            if (kbase + BN > mask_from) {
+                const int r0 = w.m0 + rlane;
+#pragma unroll
+                for (int c = 0; c < NC; ++c)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int row = r0 + ((e >> 1) << 3);
+                        const int col = kbase + 8 * c + t2 + (e & 1);
+                        const int lim = p.causal ? min(p.sk, row + off + 1) : p.sk;
+                        if (col >= lim) s[4 * c + e] = -INFINITY;
+                    }
+            }
+            float mx[2] = {m_r[0], m_r[1]};
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {
+                mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
+                mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
+            }
+            float ms[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                mx[i] = quad_max(mx[i]);
+                ms[i] = mx[i] == -INFINITY ? 0.f : mx[i] * sl2;
+                alpha[i] = mx[i] == m_r[i] ? 1.f : fast_exp2(m_r[i] * sl2 - ms[i]);
+                m_r[i] = mx[i];
+            }
+            float sum[2] = {0.f, 0.f};
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {
+                s[4 * c] = fast_exp2(s[4 * c] * sl2 - ms[0]);
+                s[4 * c + 1] = fast_exp2(s[4 * c + 1] * sl2 - ms[0]);
+                s[4 * c + 2] = fast_exp2(s[4 * c + 2] * sl2 - ms[1]);
+                s[4 * c + 3] = fast_exp2(s[4 * c + 3] * sl2 - ms[1]);
+                sum[0] += s[4 * c] + s[4 * c + 1];
+                sum[1] += s[4 * c + 2] + s[4 * c + 3];
+            }
+            l_r[0] = l_r[0] * alpha[0] + sum[0];
+            l_r[1] = l_r[1] * alpha[1] + sum[1];
+        };
+        auto pack_p = [&]() {
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {  // A fragment: a0/a2 row g, a1/a3 row g + 8
+                pa[c >> 1][(c & 1) * 2 + 0] = Ops<T>::pack(s[4 * c], s[4 * c + 1]);
+                pa[c >> 1][(c & 1) * 2 + 1] = Ops<T>::pack(s[4 * c + 2], s[4 * c + 3]);
+            }
+        };
+        auto rescale_o = [&](const float (&alpha)[2]) {
+#pragma unroll
+            for (int c = 0; c < NO; ++c) {
+                o[4 * c] *= alpha[0];
+                o[4 * c + 1] *= alpha[0];
+                o[4 * c + 2] *= alpha[1];
+                o[4 * c + 3] *= alpha[1];
+            }
+        };
+
+        // issue point 0 of a tile started on its own: S_0 only
+        auto first_s = [&]() {
+            mbar_wait(bQ, q_it & 1);
+            const int s0 = kv % ST;
+            mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
+            if (PP) named_sync(me, 256);
+            issue_s(sK + s0 * kKV);
+            if (PP) named_arrive(other, 256);
+            wg_wait<0>();
+            reg_fence(s);
+            if (leader) {
+                mbar_arrive(WS_EMPTY_K(s0));
+                if (w.n_tiles == 1) mbar_arrive(bQEmpty);
+            }
+            float alpha[2];
+            softmax(0, alpha);
+            pack_p();
+        };
+        first_s();
+        int j = 1;
+        while (true) {
+            if (j < w.n_tiles) {  // issue point j of tile w: S_j and P_{j-1} V_{j-1}
                 const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
                 mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
                 if (PP) named_sync(me, 256);
@@ -1644,7 +1703,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 reg_fence(s);
                 if (leader) {
                     mbar_arrive(WS_EMPTY_K(ks));
-                    if (j == n_tiles - 1) mbar_arrive(bQEmpty);  // the producer may load the next tile's Q
+                    if (j == w.n_tiles - 1) mbar_arrive(bQEmpty);  // the producer may load the next tile's Q
                 }
                 float alpha[2];
                 softmax(j, alpha);
@@ -1652,17 +1711,18 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 reg_fence(o);
                 reg_fence_u(pa);
                 if (leader) mbar_arrive(WS_EMPTY_V(vs));
-#pragma unroll
-                for (int c = 0; c < NO; ++c) {
-                    o[4 * c] *= alpha[0];
-                    o[4 * c + 1] *= alpha[0];
-                    o[4 * c + 2] *= alpha[1];
-                    o[4 * c + 3] *= alpha[1];
-                }
+                rescale_o(alpha);
                 pack_p();
+                ++j;
+                continue;
             }
-            {  // last tile: PV only
-                const int gv = kv + n_tiles - 1, vs = gv % ST;
+            // tile w is done but for its last P V
+            const int gv = kv + w.n_tiles - 1, vs = gv % ST;
+            kv += w.n_tiles;
+            ++q_it;
+            WsTile wn;
+            const int tn = next_work(t + gridDim.x, wn);
+            if (tn >= total || !MERGE) {  // last tile of this CTA, or no merged boundary (register budget)
                 mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
                 if (PP) named_sync(me, 256);
                 issue_pv(sV + vs * kKV);
@@ -1671,26 +1731,57 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 reg_fence(o);
                 reg_fence_u(pa);
                 if (leader) mbar_arrive(WS_EMPTY_V(vs));
+                store_rows(w, o, m_r, l_r);
+                if (tn >= total) break;
+                w = wn;
+                t = tn;
+                set_tile();
+#pragma unroll
+                for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
+                m_r[0] = m_r[1] = -INFINITY;
+                l_r[0] = l_r[1] = 0.f;
+                first_s();
+                j = 1;
+                continue;
             }
-            kv += n_tiles;
-            ++q_it;
-        }
+            // boundary issue point: S_0 of tile wn and the last P V of tile w
+            const WsTile wo = w;
+            w = wn;
+            t = tn;
+            set_tile();
+            mbar_wait(bQ, q_it & 1);
+            const int s0 = kv % ST;
+            mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
+            if (PP) named_sync(me, 256);
+            issue_s(sK + s0 * kKV);
+            mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);  // the last V of the previous tile
+            issue_pv(sV + vs * kKV);
+            if (PP) named_arrive(other, 256);
+            wg_wait<1>();
+            reg_fence(s);
+            if (leader) {
+                mbar_arrive(WS_EMPTY_K(s0));
+                if (w.n_tiles == 1) mbar_arrive(bQEmpty);
+            }
+            const float mo[2] = {m_r[0], m_r[1]}, lo[2] = {l_r[0], l_r[1]};
+            m_r[0] = m_r[1] = -INFINITY;
+            l_r[0] = l_r[1] = 0.f;
+            {
+                float alpha[2];
+                softmax(0, alpha);
+            }
+            wg_wait<0>();
+            reg_fence(o);
+            reg_fence_u(pa);
+            if (leader) mbar_arrive(WS_EMPTY_V(vs));
+            store_rows(wo, o, mo, lo);
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const float l = quad_sum(l_r[i]);
-            const int row = r0 + 8 * i;
-            if (row >= p.sq) continue;
-            const float inv = l > 0.f ? 1.f / l : 0.f;
-            T* og = static_cast<T*>(p.o) + w.b * p.o_bs + (long long)row * p.o_rs + w.h * p.o_hs;
-#pragma unroll
-            for (int c = 0; c < NO; ++c)
-                *reinterpret_cast<uint32_t*>(og + 8 * c + t2) =
-                    Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
-            if ((lane & 3) == 0)
-                p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = l > 0.f ? (m_r[i] * sl2 + log2f(l)) * kLn2 : INFINITY;
+            for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
+            pack_p();
+            j = 1;
         }
     }
-    // Consumer NWG-1 arrives once more than consumer 0 syncs in the loop (its first arrival lets consumer 0 start);
+    // Consumer NWG-1 arrives once more than consumer 0 syncs (its first arrival lets consumer 0 start);
     // this sync takes that arrival, so no barrier is left half-arrived when the CTA exits.
     if (PP && cw == 0) named_sync(me, 256);
 #undef WS_FULL_K
