@@ -1134,6 +1134,9 @@ __device__ __forceinline__ void wg_load(uint32_t dst, const T* g, long long rs, 
 // grid = m_blocks * batch * hq CTAs (heaviest causal row blocks first), 256 threads.
 template <int D, typename T>
 __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma(const KParams p, int m_blocks) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap();  // wgmma is sm_90a only; the host never launches this kernel elsewhere (hopper_device())
+#else
     constexpr int BN = WgCfg<D>::BN, BM = kWgBM;
     constexpr int NC = BN / 8;  // 8-column chunks of the S accumulator
     constexpr int NO = D / 8;   // 8-column chunks of the O accumulator
@@ -1268,6 +1271,7 @@ __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma(const KParams p, int m_
         if ((lane & 3) == 0)
             p.lse[((long long)b * p.hq + h) * p.sq + row] = l > 0.f ? (m_r[i] * sl2 + log2f(l)) * kLn2 : INFINITY;
     }
+#endif
 }
 
 template <int D, typename T>
@@ -1293,8 +1297,19 @@ int dispatch_wgmma(const KParams& kp, int D, cudaStream_t stream) {
 
 // The wgmma kernel takes prefill work that fills at least one wave of 128-row CTAs; decode, GQA
 // packing, split-KV and other head dims stay on the mma.sync kernels.
+// The wgmma kernels exist only in an sm_90a build and run only on a compute capability 9.x device; elsewhere
+// (an sm_100a build on Blackwell, say) the mma.sync kernels, which every sm_80+ build has, take the work.
+bool hopper_device() {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return major == 9;
+}
+
 bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
-    if (!ATTN_WGMMA || !pl.fast || pl.G != 1 || pl.num_splits != 1) return false;
+    if (!ATTN_WGMMA || !pl.fast || pl.G != 1 || pl.num_splits != 1 || !hopper_device()) return false;
     const int D = p->head_dim;
     // v5: d64 stays on the mma.sync kernel (v4 measured wgmma d64 at 0.88x flash, v3's mma.sync d64 at 1.0x:
     // with 64 columns the serial softmax dominates a warpgroup that has no GEMM to overlap it with)
@@ -1464,6 +1479,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 const __grid_constant__ CUtensorMap tmV, const KParams p, int m_blocks) {
     constexpr int BM = 64 * NWG, NC = BN / 8, NO = D / 8, DB = D / 64;
     constexpr bool MERGE = D == 64 ? ATTN_WS_MERGE64 : (D == 128 ? ATTN_WS_MERGE128 : ATTN_WS_MERGE256);
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap();  // wgmma / setmaxnreg are sm_90a only; the host never launches this kernel elsewhere
+#else
     constexpr uint32_t kQBytes = BM * D * 2, kKV = BN * D * 2;
     static_assert(BN % 16 == 0 && BN <= 256 && D % 64 == 0 && (NWG == 2 || NWG == 3), "tile shape");
     extern __shared__ uint8_t smem_raw[];
@@ -1784,6 +1802,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     // Consumer NWG-1 arrives once more than consumer 0 syncs (its first arrival lets consumer 0 start);
     // this sync takes that arrival, so no barrier is left half-arrived when the CTA exits.
     if (PP && cw == 0) named_sync(me, 256);
+#endif
 #undef WS_FULL_K
 #undef WS_FULL_V
 #undef WS_EMPTY_K
@@ -1861,7 +1880,7 @@ int dispatch_ws(const KParams& kp, int D, bool bf16, int num_sms, cudaStream_t s
 // The warp-specialized kernel takes what v5 gave the wgmma kernel (prefill filling >= 1 wave of 128-row
 // CTAs, no GQA packing, no split) and head_dim 64 too.
 bool use_ws(const attn_fwd_params* p, const Plan& pl) {
-    if (!ATTN_WS || !pl.fast || pl.G != 1 || pl.num_splits != 1) return false;
+    if (!ATTN_WS || !pl.fast || pl.G != 1 || pl.num_splits != 1 || !hopper_device()) return false;
     const int D = p->head_dim;
     if (D != 128 && D != 256 && !(D == 64 && ATTN_WS_D64)) return false;
     const int num_sms = p->num_sms > 0 ? p->num_sms : 132;
