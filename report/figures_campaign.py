@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import blended_transform_factory
 
 from harness.store import AttemptRecord
@@ -167,14 +168,15 @@ def _effect_panel(ax, rows: list[QuestionEffect], title: str) -> None:  # type: 
     ax.barh(ys, [r.improved for r in rows], color="#2ca02c", height=0.7, label="followed by a gain")
     for y, r in zip(ys, rows, strict=True):
         med = r.median_gain
-        text = f"  {r.improved} of {r.asked} followed by a gain"
+        text = f"  {r.improved}/{r.asked} gained"
         if r.asked > r.resolved:
             text += f", {r.asked - r.resolved} pending"
-        text += f", median gain {med:+.1%}" if med is not None else ", no verified attempt followed"
+        if med is not None:
+            text += f", median {med:+.1%}"
         ax.text(r.asked, y, text, va="center", fontsize=7)
     ax.set_yticks(ys)
     ax.set_yticklabels([r.key for r in rows], fontsize=7)
-    ax.set_xlim(0, max(r.asked for r in rows) * 2.2 + 0.5)
+    ax.set_xlim(0, max(r.asked for r in rows) * 2.0 + 0.5)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("times asked")
     ax.set_title(title, fontsize=10)
@@ -196,7 +198,8 @@ def questions_figure(per_question: list[QuestionEffect], per_layer: list[Questio
                  f"(gain = best geomean within the next {horizon} attempts over the best before)", fontsize=11)
     caption = (f"Grey: times a question (or a layer of the bank) was asked; green: asks followed by a new best "
                f"geomean within the next {horizon} attempts (the rule question selection learns from, "
-               f"questions/policy.py); median gain over asks followed by any verified attempt.")
+               f"questions/policy.py); pending: fewer than {horizon} attempts followed yet; median: best geomean "
+               f"after over best before, minus 1, over asks followed by a verified attempt.")
     return render(fig, key=key, title="Question effectiveness", caption=caption)
 
 
@@ -232,6 +235,7 @@ def evolve_figure(data: EvolveData, *, key: str = "evolve") -> RenderedFigure | 
                 label = p.program_id + (f"\n{p.question_id}" if p.question_id else "")
                 ax.annotate(label, (p.generation, p.fitness), textcoords="offset points", xytext=(4, -10), fontsize=6)
             ax.set_xlabel("generation")
+            ax.margins(x=0.2, y=0.1)
             ax.set_title(f"lineage of the best ({len(data.lineage)} programs)", fontsize=10)
         else:
             for arm, curve in data.arms.items():
@@ -240,6 +244,8 @@ def evolve_figure(data: EvolveData, *, key: str = "evolve") -> RenderedFigure | 
             ax.set_title("best fitness per arm", fontsize=10)
             ax.legend(fontsize=7)
         ax.grid(alpha=0.25)
+        if panel != "arms":
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle("evolutionary search", fontsize=11)
     return render(fig, key=key, title="Evolutionary search",
                   caption="Best and median fitness per generation; the chain of parents that led to the best "

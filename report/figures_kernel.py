@@ -201,7 +201,7 @@ def roofline_figure(lv: LabelledVerdict, *, key: str, matmul_tflops: float | Non
     ax.set_xlabel("arithmetic intensity (FLOP per minimum byte)")
     ax.set_ylabel("achieved TFLOP/s")
     ax.grid(which="major", alpha=0.25)
-    ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
+    ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
     ax.set_title("roofline (o compute-bound, \u25a1 memory-bound)", fontsize=10)
 
     placed, spans = layout([r for r, _, _ in pts], lambda r: r.fraction_of_bound)

@@ -28,7 +28,8 @@ h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding
 pre.summary { background: #fff; border: 1px solid #e2e2e2; padding: 10px 12px; white-space: pre-wrap; font-size: 13px; }
 nav a { margin-right: 14px; }
 figure.attnq-figure { background: #fff; border: 1px solid #e2e2e2; margin: 12px 0; padding: 10px; }
-figure.attnq-figure img, figure.attnq-figure svg { max-width: 100%; height: auto; display: block; }
+figure.attnq-figure img { max-width: 100%; height: auto; display: block; }
+figure.attnq-figure svg { width: 100%; max-width: 1375px; height: auto; display: block; }
 figcaption { color: #444; font-size: 13px; margin-top: 6px; }
 table { border-collapse: collapse; margin: 8px 0 0; font-size: 13px; background: #fff; }
 th, td { border: 1px solid #e2e2e2; padding: 3px 8px; text-align: left; vertical-align: top; }
