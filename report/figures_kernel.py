@@ -135,7 +135,8 @@ def speedup_figure(lv: LabelledVerdict, *, key: str) -> RenderedFigure:
     ax.legend(loc="upper left", fontsize=8, ncols=min(4, len(series) + (1 if nbad else 0)), framealpha=0.9)
     caption = (f"Each point is one scenario: original time / candidate time (blue) and anchor time / candidate "
                f"time for each library kernel timed in the run; bars are group geomeans; the dashed line is 1.0 "
-               f"(parity). {nbad} incorrect scenario(s) marked in red (they have no speedup).")
+               f"(parity). " + (f"{nbad} incorrect scenario(s) marked in red at the bottom (no speedup counts for "
+                                f"them)." if nbad else "Every scenario is correct."))
     return render(fig, key=key, title=f"Speedup per scenario — {lv.label}", caption=caption)
 
 
