@@ -15,7 +15,10 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from harness.errors import AttnqError, InputError
+from harness.logging import get_logger
 from mcp_server.state import ServerState
+
+log = get_logger("attnq.mcp.report")
 
 REPORT_HTML_URI = "attnq://report"
 
@@ -75,8 +78,8 @@ def register_report_tools(server: MCPServer, state: ServerState, *, edge: Callab
         def progress(done: int, total: int, message: str) -> None:  # called from the worker thread
             try:
                 anyio.from_thread.run(ctx.report_progress, float(done), float(total), f"report: {message}")
-            except Exception:  # noqa: BLE001 - a lost progress notification must not fail the report
-                pass
+            except Exception as exc:  # noqa: BLE001 - a lost progress notification must not fail the report
+                log.debug("progress_not_sent", error=str(exc))
 
         report = await anyio.to_thread.run_sync(build_campaign_report, state, progress)
         fig = report.key_figure() if figure == "auto" else report.figure(figure)

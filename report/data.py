@@ -89,6 +89,7 @@ class EvolveData(BaseModel):
                                                      description="arm -> [(evaluations, best fitness)]")
 
     def empty(self) -> bool:
+        """True when there is nothing to draw (no generation, no lineage, no arm)."""
         return not self.generations and not self.lineage and not self.arms
 
 
@@ -109,6 +110,7 @@ class QuestionEffect(BaseModel):
 
     @property
     def median_gain(self) -> float | None:
+        """Median of ``gains`` (None when no verified attempt followed any ask)."""
         return statistics.median(self.gains) if self.gains else None
 
 

@@ -133,9 +133,9 @@ def speedup_figure(lv: LabelledVerdict, *, key: str) -> RenderedFigure:
     ax.set_title(f"{lv.label}: speedup per scenario, {v.num_correct}/{v.num_scenarios} correct, suite {v.suite}",
                  fontsize=11)
     ax.legend(loc="upper left", fontsize=8, ncols=min(4, len(series) + (1 if nbad else 0)), framealpha=0.9)
-    caption = (f"Each point is one scenario: original time / candidate time (blue) and anchor time / candidate "
-               f"time for each library kernel timed in the run; bars are group geomeans; the dashed line is 1.0 "
-               f"(parity). " + (f"{nbad} incorrect scenario(s) marked in red at the bottom (no speedup counts for "
+    caption = ("Each point is one scenario: original time / candidate time (blue) and anchor time / candidate "
+               "time for each library kernel timed in the run; bars are group geomeans; the dashed line is 1.0 "
+               "(parity). " + (f"{nbad} incorrect scenario(s) marked in red at the bottom (no speedup counts for "
                                 f"them)." if nbad else "Every scenario is correct."))
     return render(fig, key=key, title=f"Speedup per scenario — {lv.label}", caption=caption)
 

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 #: Debian's package installs /usr/bin/chromium; other names for the same browser.
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -60,9 +60,10 @@ class Chromium:
                 "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
                 "--disable-extensions", "--hide-scrollbars", "--mute-audio", f"--user-data-dir={self._profile.name}",
                 f"--window-size={width},{height}", "--remote-debugging-pipe", "about:blank"]
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the browser; closed in close()
+        # preexec_fn: only os/fcntl calls (no locks), so it is safe even with other threads running
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-                                     preexec_fn=wire, close_fds=False)
+                                     preexec_fn=wire, close_fds=False)  # noqa: PLW1509
         os.close(cmd_r)
         os.close(resp_w)
         self._buf = b""
@@ -178,7 +179,7 @@ class Chromium:
             self._log.close()
             self._profile.cleanup()
 
-    def __enter__(self) -> Chromium:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,15 +13,36 @@ import pytest
 from attnq.cli import main
 from harness.config import Settings
 from harness.errors import InputError
-from harness.roofline import HBM_TBPS_MEASURED_H200, annotate, position, scenario_from_id
+from harness.roofline import (
+    HBM_TBPS_MEASURED_H200,
+    annotate,
+    position,
+    scenario_from_id,
+)
 from harness.scenarios import list_suites, load_suite
 from harness.store import CampaignStore
 from harness.verdict import Verdict
 from questions.policy import effectiveness
-from report import ReportInputs, build_report, campaign_from_store, load_evolve, load_trace, load_verdict, write_report
+from report import (
+    ReportInputs,
+    build_report,
+    campaign_from_store,
+    load_evolve,
+    load_trace,
+    load_verdict,
+    write_report,
+)
 from report.data import question_effects
 from report.html import png_size
-from tests.report_support import EVOLVE, RECORDED_TRACE, V3, V5, picture_stats, replay, replay_fixture
+from tests.report_support import (
+    EVOLVE,
+    RECORDED_TRACE,
+    V3,
+    V5,
+    picture_stats,
+    replay,
+    replay_fixture,
+)
 
 
 def _v5() -> Verdict:
@@ -134,7 +155,7 @@ def test_recorded_campaign_gives_every_figure(recorded_report) -> None:  # type:
 def test_timeline_svg_carries_every_question_claim_and_attempt(recorded_report) -> None:  # type: ignore[no-untyped-def]
     campaign, report, _ = recorded_report
     svg = report.figure("timeline").svg
-    titles = re.findall(r"<title>(.*?)</title>", svg, flags=re.S)
+    titles = re.findall(r"<title>(.*?)</title>", svg, flags=re.DOTALL)
     qs = [t for t in titles if t.startswith("Q")]
     assert len(qs) == len(campaign.questions) == 4
     assert any("[suspicious_win] kv-head-mapping" in t for t in qs)
@@ -189,7 +210,7 @@ def test_fixture_campaign_with_failures_and_unknown_shapes(tmp_path: Path) -> No
     assert any(s.startswith("evolutionary search: no evolve data") for s in report.skipped)
     statuses = {a.status for a in campaign.attempts}
     assert {"correct", "incorrect", "failed_compile", "error"} <= statuses
-    titles = re.findall(r"<title>(.*?)</title>", report.figure("timeline").svg, flags=re.S)
+    titles = re.findall(r"<title>(.*?)</title>", report.figure("timeline").svg, flags=re.DOTALL)
     assert len([t for t in titles if t.startswith("#")]) == len(campaign.attempts)
     assert any("failed_compile (compile_error)" in t for t in titles)
 

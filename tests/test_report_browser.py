@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from report import ReportInputs, build_report, load_evolve, load_trace, load_verdict, write_report
+from report import (
+    ReportInputs,
+    build_report,
+    load_evolve,
+    load_trace,
+    load_verdict,
+    write_report,
+)
 from tests.browser import FIGURES_JS, Chromium, find_browser
 from tests.report_support import EVOLVE, RECORDED_TRACE, V3, V5
 

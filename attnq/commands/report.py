@@ -38,7 +38,13 @@ def _progress_printer(enabled: bool):  # type: ignore[no-untyped-def]
 
 
 def _inputs(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from report import ReportInputs, campaign_from_store, load_evolve, load_trace, load_verdict
+    from report import (
+        ReportInputs,
+        campaign_from_store,
+        load_evolve,
+        load_trace,
+        load_verdict,
+    )
     from report.data import evolve_from_store
 
     settings = settings_from(args)
