@@ -164,6 +164,9 @@ def build_report(inputs: ReportInputs, progress: Progress | None = None) -> Repo
             lv, key=k, matmul_tflops=inputs.matmul_tflops, hbm_tbps=inputs.hbm_tbps)))
     if inputs.compare is not None:
         before, after = inputs.compare
+        if not {r.id for r in before.verdict.scenarios} & {r.id for r in after.verdict.scenarios}:
+            raise InputError(f"--compare: {before.label} and {after.label} share no scenario (suites "
+                             f"{before.verdict.suite!r} and {after.verdict.suite!r})")
         sections.append(("compare", f"Before / after: {before.label} \u2192 {after.label}", []))
         jobs.append(("compare", "before/after", lambda: compare_figure(before, after)))
     if c is not None:
@@ -195,7 +198,9 @@ def build_report(inputs: ReportInputs, progress: Progress | None = None) -> Repo
             progress(i, len(jobs), message)
         fig = make()
         if fig is None:
-            skipped.append(f"{message}: no data to draw (no correct scenario with a known shape and time)")
+            why = ("no scenario in the verdict" if message.startswith("speedup") else
+                   "no correct scenario with a known shape and time")
+            skipped.append(f"{message}: no data to draw ({why})")
             continue
         figures.append(fig)
         index[sid].append(fig.key)

@@ -32,10 +32,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from harness.errors import InputError
+from harness.logging import get_logger
 from harness.store import AskedQuestion, AttemptRecord, CampaignStore, ClaimRecord
 from harness.verdict import Verdict
 from questions.policy import DEFAULT_HORIZON, ask_outcome
 from questions.trace import TRACE_FORMAT
+
+log = get_logger(__name__)
 
 EVOLVE_FORMAT = "attnq-evolve-report"
 
@@ -234,11 +237,13 @@ def evolve_from_store(store: CampaignStore, campaign_id: str) -> EvolveData | No
     fn = getattr(evolve, "report_data", None)
     if fn is None:
         return None
-    data = fn(store, campaign_id)
-    if data is None:
+    try:
+        data = fn(store, campaign_id)
+        out = None if data is None else data if isinstance(data, EvolveData) else EvolveData.model_validate(data)
+    except Exception as exc:  # noqa: BLE001 - another part's bug must not cost the rest of the report
+        log.warning("evolve_report_data_failed", error=f"{type(exc).__name__}: {exc}")
         return None
-    out = data if isinstance(data, EvolveData) else EvolveData.model_validate(data)
-    return None if out.empty() else out
+    return None if out is None or out.empty() else out
 
 
 def best_verdict(campaign: CampaignData) -> LabelledVerdict | None:

@@ -103,10 +103,12 @@ def anchors_of(v: Verdict) -> list[str]:
     return list(seen)
 
 
-def speedup_figure(lv: LabelledVerdict, *, key: str) -> RenderedFigure:
+def speedup_figure(lv: LabelledVerdict, *, key: str) -> RenderedFigure | None:
     """Per-scenario speedup vs the original and every anchor of the run, grouped, log scale, 1.0 line,
-    failed scenarios marked; short bars are each group's geomean."""
+    failed scenarios marked; short bars are each group's geomean. None for a verdict without scenarios."""
     v = lv.verdict
+    if not v.scenarios:
+        return None
     placed, spans = layout(v.scenarios, lambda r: r.speedup)
     fig, (ax,) = new_figure(12.5, 5.0)
     series: list[tuple[str, Callable[[ScenarioResult], float | None]]] = [("original", lambda r: r.speedup)]
@@ -132,7 +134,8 @@ def speedup_figure(lv: LabelledVerdict, *, key: str) -> RenderedFigure:
     ax.set_ylabel("speedup (candidate faster > 1x)")
     ax.set_title(f"{lv.label}: speedup per scenario, {v.num_correct}/{v.num_scenarios} correct, suite {v.suite}",
                  fontsize=11)
-    ax.legend(loc="upper left", fontsize=8, ncols=min(4, len(series) + (1 if nbad else 0)), framealpha=0.9)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", fontsize=8, ncols=min(4, len(series) + (1 if nbad else 0)), framealpha=0.9)
     caption = ("Each point is one scenario: original time / candidate time (blue) and anchor time / candidate "
                "time for each library kernel timed in the run; bars are group geomeans; the dashed line is 1.0 "
                "(parity). " + (f"{nbad} incorrect scenario(s) marked in red at the bottom (no speedup counts for "

@@ -282,3 +282,23 @@ def test_cli_report_from_the_store_and_its_errors(tmp_path: Path, capsys: pytest
     assert "cannot read" in capsys.readouterr().err
     assert main(["report", "--trace", str(RECORDED_TRACE), "--horizon", "0"]) == 2
     assert "horizon" in capsys.readouterr().err
+
+
+def test_all_failed_and_disjoint_verdicts() -> None:
+    v = _v5()
+    for r in v.scenarios:
+        r.correct, r.failure_kind, r.speedup, r.vs_anchor = False, "wrong_output", None, {}
+    v.status, v.num_correct, v.geomean_speedup, v.geomean_vs_anchor = "incorrect", 0, None, {}
+    from report.data import LabelledVerdict
+
+    failed = LabelledVerdict(label="failed", verdict=v)
+    report = build_report(ReportInputs(verdicts=[failed]))
+    assert [f.key for f in report.figures] == ["speedup"]
+    assert picture_stats(report.figures[0].png)[2] > 20  # the 153 red marks are drawn
+    assert "153 incorrect scenario(s) marked in red" in report.figures[0].caption
+    assert any(s.startswith("roofline failed: no data to draw (no correct scenario") for s in report.skipped)
+    other = v.model_copy(deep=True)
+    for r in other.scenarios:
+        r.id = "renamed/" + r.id
+    with pytest.raises(InputError, match="share no scenario"):
+        build_report(ReportInputs(compare=(failed, LabelledVerdict(label="other", verdict=other))))
