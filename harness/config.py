@@ -28,6 +28,10 @@ class Settings(BaseSettings):
     stall_failures: int = Field(default=3, ge=1, description="stall: this many consecutive failed attempts")
     suspicious_jump: float = Field(default=1.3, gt=1, description="suspicious_win: jump over previous best in one step")
     bank_paths: list[Path] = Field(default_factory=list, description="extra question banks (team, personal), in order")
+    hbm_tbps: float | None = Field(default=None, gt=0, description="HBM bandwidth for the memory roof, TB/s "
+                                   "(default: the measured H200 figure, harness/roofline.py)")
+    matmul_tflops: float | None = Field(default=None, gt=0, description="matmul rate for the compute roof, "
+                                        "TFLOP/s (default: the rate each verification measures)")
     seed: int | None = Field(default=None, description="seed for question selection (tests); None = random")
     state: Path | None = Field(default=None, description="where attnq keeps its build cache, campaign store and "
                                "locks (ATTNQ_STATE); default <workspace>/.attnq")

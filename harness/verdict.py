@@ -97,6 +97,12 @@ class ScenarioResult(BaseModel):
     speedup: float | None = Field(default=None, description="original median / candidate median")
     tflops: float | None = Field(default=None, description="candidate TFLOP/s")
     fraction_of_peak: float | None = Field(default=None, description="tflops / measured bf16 matmul TFLOP/s")
+    bound: Literal["compute", "memory"] | None = Field(
+        default=None, description="the roof that limits this shape: FLOPs at the matmul rate vs minimum bytes at "
+                                  "the HBM bandwidth, whichever takes longer (harness/roofline.py)")
+    fraction_of_bound: float | None = Field(
+        default=None, description="time at that roof / candidate median: achieved TFLOP/s over the matmul rate "
+                                  "(compute) or achieved bandwidth over the HBM bandwidth (memory)")
     vs_anchor: dict[str, float] = Field(default_factory=dict, description="anchor median / candidate median")
     phases: PhaseTimes | None = Field(default=None, description="the harness's own time on this scenario")
 
@@ -142,6 +148,9 @@ class Verdict(BaseModel):
     flags: list[Flag] = Field(default_factory=list)
     peak_tflops: float | None = Field(default=None, description="measured dense bf16 matmul TFLOP/s on this device")
     physical_peak_tflops: float | None = Field(default=None, description="SMs x 4096 FLOP/clk x max clock")
+    bound_tflops: float | None = Field(default=None, description="matmul rate behind each compute bound, TFLOP/s "
+                                       "(peak_tflops unless overridden)")
+    hbm_tbps: float | None = Field(default=None, description="HBM bandwidth behind each memory bound, TB/s")
     original_timing: Literal["measured", "cached", "none"] = "measured"
     checks: list[str] = Field(default_factory=list, description="named checks that ran")
     seed_draws: int = Field(default=2, description="random input draws per scenario")

@@ -34,6 +34,7 @@ from harness.compile import compile_kernel
 from harness.config import Settings
 from harness.errors import NoGpuError, VerifyError
 from harness.logging import get_logger
+from harness.roofline import annotate as annotate_roofline
 from harness.scenarios import Scenario, load_suite
 from harness.verdict import CHECKS, Flag, Goal, ScenarioResult, Verdict, geomean
 from harness.worker import WorkerJob
@@ -372,6 +373,7 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
                             peak_tflops=job.peak_tflops or info.get("peak_tflops"),
                             physical_peak_tflops=info.get("physical_peak_tflops"),
                             goal_ids=set(load_suite(options.goal_suite).ids()))
+    annotate_roofline(verdict, scenarios, matmul_tflops=settings.matmul_tflops, hbm_tbps=settings.hbm_tbps)
     verdict.wall_s = round(time.monotonic() - t0, 2)
     verdict.compile_s = round(compile_s, 2)
     verdict.phase_s = _phase_totals(verdict, float(info.get("startup_s", 0.0)))

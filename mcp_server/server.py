@@ -342,6 +342,7 @@ def build_server(settings: Settings | None = None, *, limits: Limits | None = No
     """
     from mcp_server.resources import register_resources
     from mcp_server.tools_questions import register_question_tools
+    from mcp_server.tools_report import register_report_tools
 
     settings = settings or Settings()
     state = ServerState(settings, limits)
@@ -350,6 +351,7 @@ def build_server(settings: Settings | None = None, *, limits: Limits | None = No
     register_core_tools(server, state)
     register_question_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
     register_resources(server, state)
+    register_report_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
     plain_argument_errors(server)
     server.attnq_state = state  # type: ignore[attr-defined]
     return server

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
 #   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq fastna
-#                                           fa3 prodfa3 cand mcp
+#                                           fa3 prodfa3 cand mcp report
+#   report: after fastq/fast/quick, the roofline fields of that verdict and `attnq report` on it (needs matplotlib)
 #   cand: CANDIDATE="a.cu [b.cu ...]" — GPU tests (tests/gpu/test_fast.py) on each in turn; the first that
 #         passes gets `attnq verify --suite full --anchors $ANCHORS` (recorded in the campaign store;
 #         ANCHORS default fa3,cudnn,flash when FlashAttention-3 imports, else flash,cudnn)
@@ -95,6 +96,25 @@ for step in $steps; do
     mcp)
       mkdir -p /tmp/mcpws && python3 examples/clients/campaign.py --server "python3 -m attnq serve" --workspace /tmp/mcpws --suite quick > "$OUT/logs/mcp_campaign.log" 2>&1
       note "mcp campaign: exit $? (transcript in logs/mcp_campaign.log)" ;;
+    report)
+      v=$(ls -t "$OUT"/logs/fast_full.json "$OUT"/logs/fast_quick.json "$OUT"/logs/quick.json 2>/dev/null | head -1)
+      if [ -z "$v" ]; then
+        note "report: no verdict in this run (put fastq, fast or quick before report)"
+      else
+        note "report: $(python3 - "$v" <<'PY'
+import collections, json, sys
+v = json.load(open(sys.argv[1]))
+ok = [s for s in v["scenarios"] if s["correct"]]
+bounds = collections.Counter(s.get("bound") for s in ok)
+fr = sorted(s["fraction_of_bound"] for s in ok if s.get("fraction_of_bound") is not None)
+med = f"{fr[len(fr) // 2]:.2f}" if fr else "-"
+print(f"{sys.argv[1].rsplit('/', 1)[-1]}: bounds {dict(bounds)} over {len(ok)} correct; median fraction_of_bound {med}; "
+      f"matmul {v.get('bound_tflops')} TFLOP/s, HBM {v.get('hbm_tbps')} TB/s")
+PY
+)"
+        attnq report --verdict "$v" -o "$OUT/report.html" --png-dir "$OUT/report-png" > "$OUT/logs/report.log" 2>&1
+        note "report: exit $? ($(grep -m1 "^wrote" "$OUT/logs/report.log"))"
+      fi ;;
     *) note "unknown step $step" ;;
   esac
   note "   [$step took $(( $(date +%s) - t0 )) s]"
