@@ -1,10 +1,16 @@
-// attn_fast.cu (v5) — FlashAttention-style forward kernel for Hopper (sm_90a), hand-written PTX (no CUTLASS/CuTe).
+// attn_fast.cu (v9) — FlashAttention-style forward kernel for Hopper (sm_90a), hand-written PTX (no CUTLASS/CuTe).
+// v9 (stage 2, kernels/NOTES.md): prefill with head_dim 64/128/256 that fills >= 1 wave runs on a persistent,
+// warp-specialized kernel (attn_fwd_ws): a producer warpgroup issues TMA bulk-tensor copies of Q/K/V into
+// mbarrier rings, 2 or 3 consumer warpgroups (setmaxnreg) run S = Q K^T and O += P V on wgmma with the softmax
+// of one tile overlapped with the PV GEMM of the previous one (intra-warpgroup) and with the other consumer's
+// GEMMs (ping-pong over named barriers); d128 also merges tile boundaries into that pipeline.
 // v5 = v4 with head_dim 64 back on the mma.sync kernel. v4 = v3 + a wgmma kernel (2 warpgroups x 64 rows, Q/K/V
 // in 128B-swizzled shared memory read by matrix descriptors, S = Q K^T as wgmma SS, O += P V as wgmma RS with P
-// from registers, cp.async double-buffered K/V) for prefill with head_dim 128/256 that fills >= 1 wave of CTAs.
+// from registers, cp.async double-buffered K/V), now the fallback when no TMA tensor map fits the strides.
 // v3 = v2's d128 4 warps x 32 rows with two 32-key sub-tiles and lazy o rescale, with v2's fp16 drift fixed
 // (alpha is exactly 1 when the row max did not grow), one __syncthreads per K/V tile, causal warp skip.
-// History, predictions and measurements: kernels/NOTES.md; sources of v3/v4: kernels/campaigns/fast-kernel/.
+// The Hopper-only kernels are compiled only for sm_90a and launched only on a 9.x device; an sm_100a build runs
+// everything on the mma.sync kernels. History, predictions and measurements: kernels/NOTES.md.
 //
 // Design of the mma.sync kernels (decode, small grids, d64/d96/d192, unaligned; the wgmma kernel is described
 // at its definition below; kernels/NOTES.md has the bounds, predictions and measured outcomes of v1-v5):
@@ -1808,7 +1814,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #undef WS_EMPTY_K
 #undef WS_EMPTY_V
 }
-// ---- host side of v6: TMA tensor maps ----
+// ---- host side of the warp-specialized kernel: TMA tensor maps ----
 typedef CUresult (*EncodeTiledFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
