@@ -83,6 +83,7 @@ struct KParams {
     int num_splits;
     int tiles_per_split;
     float scale_log2;  // softmax_scale * log2(e)
+    int* tile_counter; // warp-specialized kernel, causal: dynamic tile order (zeroed before the launch), else null
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -1380,6 +1381,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_PERSIST
 #define ATTN_WS_PERSIST 1  // v7: one CTA per SM looping over tiles (0: one CTA per tile, as v6)
 #endif
+#ifndef ATTN_WS_DYN
+#define ATTN_WS_DYN 1  // v10: causal tiles taken from an atomic counter in the workspace (greedy, like the
+#endif                 // hardware's CTA order) instead of the static round-robin order
 #ifndef ATTN_WS_PERSIST_C256
 #define ATTN_WS_PERSIST_C256 0  // v8: causal d256 runs one CTA per tile (the hardware's greedy CTA order balances
 #endif                          // the uneven causal tiles; static round-robin lost 8% there in run 13)
@@ -1434,6 +1438,14 @@ __device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sy
 __device__ __forceinline__ void named_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
 template <int R>
 __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
 template <int R>
@@ -1455,7 +1467,7 @@ struct WsRegs {
 };
 template <int D, int BN, int ST, int NWG>
 constexpr int ws_smem_bytes() {
-    return 1024 + 64 * NWG * D * 2 + 2 * ST * BN * D * 2 + 8 * (2 + 4 * ST);
+    return 1024 + 64 * NWG * D * 2 + 2 * ST * BN * D * 2 + 8 * (3 + 4 * ST);
 }
 
 // Persistent (v7): grid = min(tiles, SMs) CTAs, 384 threads; CTA c takes tiles c, c + grid, ... in the
@@ -1493,7 +1505,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
     const uint32_t sK = sQ + kQBytes, sV = sK + ST * kKV, sBar = sV + ST * kKV;
-    const uint32_t bQ = sBar, bQEmpty = sBar + 8u * (1u + 4 * ST);
+    const uint32_t bQ = sBar, bQEmpty = sBar + 8u * (1u + 4 * ST), sTile = sBar + 8u * (2u + 4 * ST);
 #define WS_FULL_K(s) (sBar + 8u * (1u + (s)))
 #define WS_FULL_V(s) (sBar + 8u * (1u + ST + (s)))
 #define WS_EMPTY_K(s) (sBar + 8u * (1u + 2 * ST + (s)))
@@ -1517,38 +1529,51 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     __syncthreads();
 
     if (wg == 0) {  // ---------------- producer ----------------
+        // v10: the producer takes the tiles (static: c, c + grid, ...; dynamic: an atomic counter) and hands
+        // each tile id to the consumers in shared memory, published by the Q barrier's phase: with Q's TMA
+        // for a tile with keys, by a plain arrival for a tile without keys and for the end (id >= total).
         regs_dec<WsRegs<NWG>::producer>();
         if (tid == 0) {
-            int q_it = 0, kv = 0;  // tiles with work so far, K/V tiles so far (ring position)
-            for (int t = blockIdx.x; t < total; t += gridDim.x) {
-                const WsTile w = ws_tile(p, t, m_blocks, BM, BN);
-                if (w.n_tiles == 0) continue;
-                const int hk = w.h / p.group;
-                mbar_wait(bQEmpty, (q_it & 1) ^ 1);  // both consumers done with the previous tile's Q
-                mbar_expect_tx(bQ, kQBytes);
-#pragma unroll
-                for (int c = 0; c < DB; ++c) tma_load_4d(sQ + c * (BM * 128), &tmQ, bQ, c * 64, w.m0, w.h, w.b);
-                for (int j = 0; j <= w.n_tiles; ++j) {
-                    if (j < w.n_tiles) {  // K_j
-                        const int g = kv + j, s = g % ST;
-                        mbar_wait(WS_EMPTY_K(s), ((g / ST) & 1) ^ 1);
-                        mbar_expect_tx(WS_FULL_K(s), kKV);
-#pragma unroll
-                        for (int c = 0; c < DB; ++c)
-                            tma_load_4d(sK + s * kKV + c * (BN * 128), &tmK, WS_FULL_K(s), c * 64, j * BN, hk, w.b);
-                    }
-                    if (j > 0) {  // V_{j-1}: one tile behind K, the order the consumers read them in
-                        const int g = kv + j - 1, s = g % ST;
-                        mbar_wait(WS_EMPTY_V(s), ((g / ST) & 1) ^ 1);
-                        mbar_expect_tx(WS_FULL_V(s), kKV);
-#pragma unroll
-                        for (int c = 0; c < DB; ++c)
-                            tma_load_4d(sV + s * kKV + c * (BN * 128), &tmV, WS_FULL_V(s), c * 64, (j - 1) * BN, hk,
-                                        w.b);
-                    }
+            int q_it = 0, kv = 0;  // tiles handed over so far, K/V tiles so far (ring position)
+            int t = blockIdx.x;
+            while (true) {
+                mbar_wait(bQEmpty, (q_it & 1) ^ 1);  // the consumers are done with the previous tile's Q and id
+                st_shared_u32(sTile, (uint32_t)min(t, total));
+                if (t >= total) {
+                    mbar_arrive(bQ);
+                    break;
                 }
-                kv += w.n_tiles;
+                const WsTile w = ws_tile(p, t, m_blocks, BM, BN);
+                if (w.n_tiles == 0) {
+                    mbar_arrive(bQ);
+                } else {
+                    const int hk = w.h / p.group;
+                    mbar_expect_tx(bQ, kQBytes);
+#pragma unroll
+                    for (int c = 0; c < DB; ++c) tma_load_4d(sQ + c * (BM * 128), &tmQ, bQ, c * 64, w.m0, w.h, w.b);
+                    for (int j = 0; j <= w.n_tiles; ++j) {
+                        if (j < w.n_tiles) {  // K_j
+                            const int g = kv + j, s = g % ST;
+                            mbar_wait(WS_EMPTY_K(s), ((g / ST) & 1) ^ 1);
+                            mbar_expect_tx(WS_FULL_K(s), kKV);
+#pragma unroll
+                            for (int c = 0; c < DB; ++c)
+                                tma_load_4d(sK + s * kKV + c * (BN * 128), &tmK, WS_FULL_K(s), c * 64, j * BN, hk, w.b);
+                        }
+                        if (j > 0) {  // V_{j-1}: one tile behind K, the order the consumers read them in
+                            const int g = kv + j - 1, s = g % ST;
+                            mbar_wait(WS_EMPTY_V(s), ((g / ST) & 1) ^ 1);
+                            mbar_expect_tx(WS_FULL_V(s), kKV);
+#pragma unroll
+                            for (int c = 0; c < DB; ++c)
+                                tma_load_4d(sV + s * kKV + c * (BN * 128), &tmV, WS_FULL_V(s), c * 64, (j - 1) * BN,
+                                            hk, w.b);
+                        }
+                    }
+                    kv += w.n_tiles;
+                }
                 ++q_it;
+                t = p.tile_counter != nullptr ? (int)gridDim.x + atomicAdd(p.tile_counter, 1) : t + (int)gridDim.x;
             }
         }
         return;
@@ -1588,25 +1613,35 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = l > 0.f ? (m[i] * sl2 + log2f(l)) * kLn2 : INFINITY;
         }
     };
-    // The next tile with keys at or after tile t; tiles without keys (causal, seqlen_q > seqlen_k) are
-    // written on the way (o = 0, lse = +inf). Returns total when there is none.
-    auto next_work = [&](int t, WsTile& w) {
-        for (; t < total; t += gridDim.x) {
+    // The next tile with keys from the producer (its id in shared memory, published by the Q barrier's
+    // phase q_it); tiles without keys (causal, seqlen_q > seqlen_k) are written on the way (o = 0,
+    // lse = +inf). Returns total at the end.
+    int q_it = 0;  // tile ids taken so far
+    auto acquire = [&](WsTile& w) {
+        while (true) {
+            mbar_wait(bQ, q_it & 1);
+            const int t = (int)ld_shared_u32(sTile);
+            if (t >= total) return total;
             w = ws_tile(p, t, m_blocks, BM, BN);
             if (w.n_tiles > 0) return t;
-            float z[NO * 4];
 #pragma unroll
-            for (int i = 0; i < NO * 4; ++i) z[i] = 0.f;
-            const float mz[2] = {-INFINITY, -INFINITY}, lz[2] = {0.f, 0.f};
-            store_rows(w, z, mz, lz);
+            for (int i = 0; i < 2; ++i) {  // no key for any row of this tile: o = 0, lse = +inf
+                const int row = w.m0 + rlane + 8 * i;
+                if (row >= p.sq) continue;
+                T* og = static_cast<T*>(p.o) + w.b * p.o_bs + (long long)row * p.o_rs + w.h * p.o_hs;
+#pragma unroll 1
+                for (int c = 0; c < NO; ++c) *reinterpret_cast<uint32_t*>(og + 8 * c + t2) = 0u;
+                if ((lane & 3) == 0) p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = INFINITY;
+            }
+            if (leader) mbar_arrive(bQEmpty);
+            ++q_it;
         }
-        return total;
     };
 
     WsTile w;
-    int t = next_work(blockIdx.x, w);
+    int t = acquire(w);
     if (t < total) {
-        int q_it = 0, kv = 0;  // tiles started, K/V tiles consumed before the current tile (ring position)
+        int kv = 0;  // K/V tiles consumed before the current tile (ring position)
         int mask_from = 0;     // key index from which this warpgroup's rows of tile w need a mask
         auto set_tile = [&]() {
             mask_from = p.causal ? min(p.sk, w.m0 + 64 * cw + off + 1) : p.sk;
@@ -1696,7 +1731,6 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 
         // issue point 0 of a tile started on its own: S_0 only
         auto first_s = [&]() {
-            mbar_wait(bQ, q_it & 1);
             const int s0 = kv % ST;
             mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
             if (PP) named_sync(me, 256);
@@ -1745,7 +1779,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             kv += w.n_tiles;
             ++q_it;
             WsTile wn;
-            const int tn = next_work(t + gridDim.x, wn);
+            int tn = MERGE ? acquire(wn) : total;  // unmerged: the last PV goes first, then the next tile
             if (tn >= total || !MERGE) {  // last tile of this CTA, or no merged boundary (register budget)
                 mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
                 if (PP) named_sync(me, 256);
@@ -1756,6 +1790,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 reg_fence_u(pa);
                 if (leader) mbar_arrive(WS_EMPTY_V(vs));
                 store_rows(w, o, m_r, l_r);
+                if (!MERGE) tn = acquire(wn);
                 if (tn >= total) break;
                 w = wn;
                 t = tn;
@@ -1773,7 +1808,6 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             w = wn;
             t = tn;
             set_tile();
-            mbar_wait(bQ, q_it & 1);
             const int s0 = kv % ST;
             mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
             if (PP) named_sync(me, 256);
@@ -1865,7 +1899,7 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 3;
     const int m_blocks = (kp.sq + 64 * NWG - 1) / (64 * NWG);
     const long long tiles = (long long)m_blocks * kp.batch * kp.hq;
-    const bool persist = ATTN_WS_PERSIST && !(D == 256 && kp.causal && !ATTN_WS_PERSIST_C256);
+    const bool persist = ATTN_WS_PERSIST && !(D == 256 && kp.causal && !ATTN_WS_PERSIST_C256 && kp.tile_counter == nullptr);
     const long long grid = (persist && tiles > num_sms) ? num_sms : tiles;  // persistent: one CTA per SM
     kern<<<(unsigned)grid, 128 * (NWG + 1), smem, stream>>>(mq, mk, mv, kp, m_blocks);
     return cudaGetLastError() == cudaSuccess ? 0 : 3;
@@ -1924,6 +1958,7 @@ extern "C" size_t attn_fwd_workspace_bytes(const attn_fwd_params* p) {
     if (p == nullptr || p->num_heads_kv <= 0 || p->num_heads_q % p->num_heads_kv != 0 || p->seqlen_q <= 0)
         return 0;
     const Plan pl = make_plan(p, true);
+    if (ATTN_WS_DYN && p->causal && use_ws(p, pl)) return 256;  // the dynamic tile counter
     return split_workspace_bytes(p, pl);
 }
 
@@ -1980,6 +2015,10 @@ extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
         return cudaGetLastError() == cudaSuccess ? 0 : 3;
     }
     if (use_ws(p, pl)) {
+        if (ATTN_WS_DYN && p->causal && p->workspace != nullptr && p->workspace_bytes >= 4) {
+            kp.tile_counter = static_cast<int*>(p->workspace);
+            if (cudaMemsetAsync(kp.tile_counter, 0, sizeof(int), stream) != cudaSuccess) return 3;
+        }
         const int sms = p->num_sms > 0 ? p->num_sms : 132;
         const int rc = bf16 ? dispatch_ws<__nv_bfloat16>(kp, p->head_dim, true, sms, stream)
                             : dispatch_ws<__half>(kp, p->head_dim, false, sms, stream);
