@@ -338,10 +338,10 @@ def export_best(db: EvolveDB, run: RunRecord, dest: Path, *, program_id: int | N
 
 def trace_rows(db: EvolveDB, run: RunRecord) -> list[dict[str, Any]]:
     """Every row of the run (run, programs with sources, tickets, evaluations, migrations) as records
-    ``{"kind": ..., ...}`` for a JSON-lines trace."""
-    rows: list[dict[str, Any]] = [{"kind": "run", **run.model_dump(mode="json")}]
-    rows += [{"kind": "program", **p.model_dump(mode="json")} for p in db.programs(run.run_id)]
-    rows += [{"kind": "ticket", **t.model_dump(mode="json")} for t in db.tickets(run.run_id)]
-    rows += [{"kind": "evaluation", **e.model_dump(mode="json")} for e in db.evaluations(run.run_id)]
-    rows += [{"kind": "migration", **m} for m in db.migrations(run.run_id)]
+    ``{"record": ..., ...}`` for a JSON-lines trace."""
+    rows: list[dict[str, Any]] = [{"record": "run", **run.model_dump(mode="json")}]
+    rows += [{"record": "program", **p.model_dump(mode="json")} for p in db.programs(run.run_id)]
+    rows += [{"record": "ticket", **t.model_dump(mode="json")} for t in db.tickets(run.run_id)]
+    rows += [{"record": "evaluation", **e.model_dump(mode="json")} for e in db.evaluations(run.run_id)]
+    rows += [{"record": "migration", **m} for m in db.migrations(run.run_id)]
     return rows

@@ -1,5 +1,5 @@
 // A tiny candidate with compile-time knobs, for the evolve tests (CPU: real nvcc builds, no GPU).
-// TILE sets the static shared memory per block (4 * TILE bytes; above 48 KiB ptxas refuses it),
+// TILE sets the static shared memory per block (4 * TILE bytes; above 227 KiB ptxas refuses it),
 // UNROLL the unrolling of the copy loop, BLOCK the threads per block.
 #include "attn_abi.h"
 
