@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
-_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 _LINE_COMMENT = re.compile(r"//[^\n]*")
 _SPACES = re.compile(r"\s+")
 _PUNCT_SPACE = re.compile(r"\s*([(){}\[\];,=+\-*/<>&|!?:])\s*")

@@ -285,7 +285,7 @@ class Search:
                 status="rejected" if check.rejected else "pending", inspiration_id=ticket.inspiration_id,
                 ticket_id=ticket.id, question_id=ticket.question_id, layer=ticket.layer,
                 question_text=ticket.question_text, arm=ticket.arm,
-                reject_reason=(f"{check.reason}: {check.message}" if check.rejected else (note or None)),
+                reject_reason=f"{check.reason}: {check.message}" if check.rejected else None,
                 similarity=check.similarity, added_lines=check.added_lines, readded_lines=check.readded_lines)
             self.db.update_ticket(ticket.id, program_id=prog.id, state="done" if check.rejected else "submitted",
                                   note=note or None)
@@ -347,10 +347,11 @@ class Search:
             if parent is not None and parent.fitness_quick and quick and quick.fitness is not None:
                 fields["improvement"] = round(quick.fitness / parent.fitness_quick - 1, 6)
         out = self.db.update_program(prog.id, **fields)
+        note = None
         if prog.ticket_id is not None:
-            self.db.update_ticket(prog.ticket_id, state="done")
+            note = self.db.update_ticket(prog.ticket_id, state="done").note
         if progress is not None:
-            progress(describe(out))
+            progress(describe(out, note))
         return out
 
     # -- generations and stopping -------------------------------------------------------------
@@ -404,9 +405,9 @@ class Search:
         return self.db.update_run(self.run_id, **fields)
 
 
-def describe(p: ProgramRecord) -> str:
-    """One line about a program's outcome (progress output)."""
-    q = f" [{p.question_id}]" if p.question_id else ""
+def describe(p: ProgramRecord, note: str | None = None) -> str:
+    """One line about a program's outcome (progress output); ``note``: the mutator's note (a knob change)."""
+    q = f" [{note or p.question_id}]" if note or p.question_id else ""
     if p.status == "rejected":
         return f"gen {p.generation} #{p.id}{q}: rejected ({(p.reject_reason or '').split(':')[0]})"
     if p.status != "correct":

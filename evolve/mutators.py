@@ -38,11 +38,11 @@ from evolve.dedup import norm_sha256
 from harness.errors import InputError
 
 _DEFINE = re.compile(r"^(?P<pre>[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+\(?)(?P<val>\d+)"
-                     r"(?P<post>\)?[ \t]*(?://[^\n]*|/\*[^\n]*)?)$", re.M)
+                     r"(?P<post>\)?[ \t]*(?://[^\n]*|/\*[^\n]*)?)$", re.MULTILINE)
 _CONSTEXPR = re.compile(r"^(?P<pre>[ \t]*(?:static[ \t]+)?constexpr[ \t]+(?:unsigned[ \t]+)?(?:int|size_t|int64_t|"
                         r"uint32_t|long)[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]*=[ \t]*(?:[A-Za-z_]\w*[ \t]*\+[ \t]*)?)"
-                        r"(?P<val>\d+)(?P<post>[uUlL]*[ \t]*;[^\n]*)$", re.M)
-_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)```", re.S)
+                        r"(?P<val>\d+)(?P<post>[uUlL]*[ \t]*;[^\n]*)$", re.MULTILINE)
+_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)```", re.DOTALL)
 
 
 class MutationOutcome(BaseModel):

@@ -93,6 +93,7 @@ class LineageRow(BaseModel):
     fitness_quick: float | None = None
     fitness_full: float | None = None
     improvement: float | None = None
+    change: str | None = Field(default=None, description="the mutator's note on its change (a knob's old -> new)")
 
 
 class DuplicateStats(BaseModel):
@@ -204,8 +205,10 @@ def _lineage(db: EvolveDB, best: BestProgram | None) -> list[LineageRow]:
     pid = best.id if best else None
     while pid is not None:
         p = db.program(pid)
+        note = db.ticket(p.ticket_id).note if p.ticket_id is not None else None
         rows.append(LineageRow(id=p.id, generation=p.generation, question_id=p.question_id, question=p.question_text,
-                               fitness_quick=p.fitness_quick, fitness_full=p.fitness_full, improvement=p.improvement))
+                               fitness_quick=p.fitness_quick, fitness_full=p.fitness_full, improvement=p.improvement,
+                               change=note))
         pid = p.parent_id
     return rows[::-1]
 
@@ -295,7 +298,8 @@ def render_report(rep: Report) -> str:
     for r in rep.lineage:
         imp = f" ({r.improvement:+.2%})" if r.improvement is not None else ""
         lines.append(f"- #{r.id} gen {r.generation}: quick {_fx(r.fitness_quick)}{imp}, full {_fx(r.fitness_full)}"
-                     + (f" — {r.question_id}: {r.question}" if r.question_id else " — seed"))
+                     + (f" — {r.question_id}: {r.question}" if r.question_id else " — seed")
+                     + (f" ({r.change})" if r.change else ""))
     for title, rows in (("per question", rep.per_question), ("per layer", rep.per_layer)):
         lines += ["", f"## Child improvement {title}", "", "| id | layer | children | improved | rate | mean gain | best gain |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]

@@ -127,7 +127,7 @@ class _Job:
                 self.program = work()
             except AttnqError as err:
                 self.error = f"[{err.code}] {err.message}"
-            except Exception as exc:  # noqa: BLE001 - a crash must end the job, never hang a poller
+            except Exception as exc:
                 log.exception("evolve_job_crashed", job_id=self.job_id)
                 self.error = f"[internal_error] evaluation crashed: {type(exc).__name__}"
             finally:
@@ -181,16 +181,21 @@ class _Evolve:
                 raise InputError(f"campaign {self.campaign()!r} has no evolve run: call evolve_next(seed_path=...) "
                                  "with a seed kernel (e.g. the original kernel's path from get_task), or start one "
                                  "with `attnq evolve --mutator mcp --from FILE`")
-            run_id = rec.run_id if rec is not None else None
+            # a seed_path starts a new run when the campaign has none running
+            run_id = rec.run_id if rec is not None and (seed_path is None or rec.state == "running") else None
         with self.lock:
-            if run_id is not None and run_id in self.searches:
+            if run_id is not None:
+                if run_id not in self.searches:
+                    rec = db.run(run_id)  # StoreError naming the known runs
+                    if rec.campaign_id != self.campaign():
+                        raise InputError(f"evolve run {run_id!r} belongs to campaign {rec.campaign_id!r}")
+                    self.searches[run_id] = Search(db, run_id, state_dir=st.settings.state_dir)
                 self.searches[run_id].bank = st.bank()
                 return self.searches[run_id]
             cfg = EvolveConfig(mutator="mcp", gpus=[st.settings.gpu], goal_speedup=st.settings.goal_speedup,
                                goal_against=st.settings.goal_anchor or "original", arch=st.settings.arch)
-            seed = st.resolve_file(seed_path) if seed_path else None
-            search, _ = start_or_resume(self.db(), campaign_id=self.campaign(), state_dir=st.settings.state_dir,
-                                        cfg=cfg, run_id=run_id, seed_path=seed, bank=st.bank())
+            search, _ = start_or_resume(db, campaign_id=self.campaign(), state_dir=st.settings.state_dir, cfg=cfg,
+                                        run_id=None, seed_path=st.resolve_file(seed_path or ""), bank=st.bank())
             self.searches[search.run_id] = search
             return search
 
@@ -249,8 +254,8 @@ def _answer(ev: _Evolve, search: Search, ticket_id: int, prog: ProgramRecord | N
     if job is not None:
         base.update(job_id=job.job_id, elapsed_s=round(time.monotonic() - job.started_at, 2), message=job.message)
         if not job.finished:
-            return EvolveSubmitted(state="running", **base, message=f"{job.message}; call evolve_submit("
-                                   f"ticket_id={ticket_id}) again to wait for the rest")
+            base["message"] = f"{job.message}; call evolve_submit(ticket_id={ticket_id}) again to wait for the rest"
+            return EvolveSubmitted(state="running", **base)
         if job.error is not None:
             return EvolveSubmitted(state="failed", **{**base, "message": job.error})
         prog = job.program

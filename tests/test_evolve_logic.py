@@ -12,7 +12,7 @@ import pytest
 from evolve.bandit import Arm, Pull, arm_stats, choose, layer_stats
 from evolve.config import EvolveConfig, parse_knob
 from evolve.db import EvolveDB, ProgramRecord
-from evolve.dedup import check_child, normalize, norm_sha256
+from evolve.dedup import check_child, norm_sha256, normalize
 from evolve.engine import Budget
 from evolve.evaluate import StageResult, compile_facts_score, next_stage
 from evolve.select import archive, cell_of, descriptors, island_members, migration_plan, select_parent

@@ -46,7 +46,7 @@ def test_the_knob_search_climbs_and_the_cascade_runs_full_only_for_improvers(cli
     rep = build_report(db, db.run("climb"))
     so_far = [g.best_so_far_quick for g in rep.generations]
     assert so_far == sorted(so_far) and so_far[-1] > so_far[0]  # fitness rises over generations
-    assert [r.id for r in rep.lineage][0] == seed.id and rep.lineage[-1].id == rep.status.best.id
+    assert rep.lineage[0].id == seed.id and rep.lineage[-1].id == rep.status.best.id
     assert {s.layer for s in rep.per_question} == {"knob"} and rep.per_layer[0].children == sum(
         s.children for s in rep.per_question)
     assert rep.status.evaluations["compile"] == sum(1 for p in programs.values() if p.status != "rejected")
