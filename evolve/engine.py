@@ -23,6 +23,7 @@ run finishes the generation it was in (re-mutating planned tickets, re-evaluatin
 
 from __future__ import annotations
 
+import hashlib
 import random
 import threading
 import time
@@ -135,8 +136,6 @@ class Search:
 
     def _add_program(self, source: str, *, parent: ProgramRecord | None, island: int, generation: int,
                      mutator: str, status: str, path_hint: str | None = None, **extra: Any) -> ProgramRecord:
-        import hashlib
-
         prog = self.db.add_program(self.run_id, source_sha256=hashlib.sha256(source.encode()).hexdigest(),
                                    norm_sha256=norm_sha256(source), source_text=source, path=path_hint or "",
                                    parent_id=parent.id if parent else None, island=island, generation=generation,

@@ -200,3 +200,54 @@ def test_config_and_knob_specs_refuse_bad_values() -> None:
     with pytest.raises(ValueError, match="distinct"):
         EvolveConfig(gpus=[0, 0])
     assert EvolveConfig(scheduler="tcp://h:8786").backend == "dask"
+
+
+# -- planning ---------------------------------------------------------------------------------------
+def _planned(tmp_path: Path, name: str, **kw: object) -> list:  # type: ignore[type-arg]
+    """A run with two correct programs (one per island), then generation 1 planned from those rows."""
+    from evolve.engine import Search
+    from questions.bank import load_bank
+
+    db = EvolveDB(tmp_path / f"{name}.sqlite")
+    cfg = EvolveConfig(mutator="mcp", islands=2, children_per_generation=4, seed=9, **kw)  # type: ignore[arg-type]
+    search = Search.create(db, name, "default", cfg, SEED_SRC, seed_path="seed.cu", state_dir=tmp_path,
+                           bank=load_bank())
+    seed = search.seed_program()
+    db.update_program(seed.id, status="correct", fitness_quick=1.0, cell="a",
+                      quick={"geomean_by_group": {"gqa": 0.9, "odd": 1.1}})
+    other = search._add_program(SEED_SRC.replace("#define TILE 256", "#define TILE 1024"), parent=seed, island=1,
+                                generation=0, mutator="knob", status="correct")
+    db.update_program(other.id, fitness_quick=1.2, cell="b")
+    search.close_generation(0)
+    tickets = search.plan_generation()
+    return [(t, search.brief(t)) for t in tickets]
+
+
+def test_planning_is_deterministic_and_asks_crossover_questions(tmp_path: Path) -> None:
+    planned = _planned(tmp_path, "x1", inspiration_rate=1.0, crossover_rate=1.0)
+    assert [t.slot for t, _ in planned] == [0, 1, 2, 3] and [t.island for t, _ in planned] == [0, 1, 0, 1]
+    for t, b in planned:
+        assert t.kind == "crossover" and t.inspiration_id is not None and t.inspiration_id != t.parent_id
+        assert t.question_id.startswith("crossover-") and t.layer == "crossover"
+        assert f"program B (#{t.inspiration_id})" in t.question_text and f"program A (#{t.parent_id})" in t.question_text
+        assert t.question_text.endswith("?") and t.question_text.count("?") == 1
+        assert "## Inspiration from another island" in b.text and b.question in b.text
+        assert b.text.count("```cuda") == 2
+    for t, b in planned:  # the seed has quick groups (gqa is its weakest); the other program has none
+        has_groups = bool(b.parent.geomean_by_group)
+        assert ("A's weakest group (gqa)" in t.question_text) == has_groups
+        assert ("A's slowest scenarios" in t.question_text) == (not has_groups)
+    again = _planned(tmp_path, "x2", inspiration_rate=1.0, crossover_rate=1.0)
+    assert [(t.parent_id - planned[0][0].parent_id, t.question_id, t.selection) for t, _ in planned] == \
+        [(t.parent_id - again[0][0].parent_id, t.question_id, t.selection) for t, _ in again]
+    plain = _planned(tmp_path, "x3", arm="plain", inspiration_rate=1.0)
+    for t, b in plain:
+        assert (t.kind, t.question_id, t.question_text) == ("mutation", "plain", "Make it faster.")
+        assert "## Instruction\n\nMake it faster." in b.text and "## Question" not in b.text
+    asked = _planned(tmp_path, "x4", inspiration_rate=0.0)
+    from questions.bank import load_bank
+    bank = {q.id: q for q in load_bank().questions}
+    for t, b in asked:
+        q = bank[t.question_id]
+        assert t.kind == "mutation" and q.requires != "failures" and {"stall", "declared_limit"} & set(q.triggers)
+        assert f"## Question ({q.layer}, {q.id})\n\n{q.text}" in b.text and b.inspiration is None
