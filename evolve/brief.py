@@ -104,6 +104,8 @@ class MutationBrief(BaseModel):
     inspiration: ProgramBrief | None = None
     inspiration_source: str | None = None
     child_path: str | None = Field(default=None, description="where an MCP agent writes the child")
+    failed_children: list[str] = Field(default_factory=list, description="the parent's children that failed: "
+                                       "'#id status (failure kind) after question'")
     text: str = ""
 
 
@@ -146,7 +148,10 @@ def render_brief(brief: MutationBrief) -> str:
                   "the answer calls for.", ""]
     elif brief.arm == "plain":
         lines += ["## Instruction", "", PLAIN_INSTRUCTION, ""]
-    lines += ["## Parent", "", *_program_lines("Program A, the parent", brief.parent), ""]
+    lines += ["## Parent", "", *_program_lines("Program A, the parent", brief.parent)]
+    if brief.failed_children:
+        lines.append(f"- its children that failed: {'; '.join(brief.failed_children)}")
+    lines.append("")
     if brief.inspiration is not None:
         lines += ["## Inspiration from another island", "",
                   *_program_lines("Program B", brief.inspiration), "", "```cuda",

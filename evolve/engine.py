@@ -259,6 +259,10 @@ class Search:
                           question=ticket.question_text or "", parent=program_brief(parent),
                           parent_source=parent.source_text, inspiration=program_brief(insp) if insp else None,
                           inspiration_source=insp.source_text if insp else None, child_path=child_path)
+        failed = [p for p in self.db.programs(self.run_id) if p.parent_id == parent.id
+                  and p.status in ("failed_compile", "incorrect", "error")]
+        b.failed_children = [f"#{p.id} {p.status} ({p.failure_kind or '-'}) after {p.question_id or 'no question'}"
+                             for p in failed[-3:]]
         b.text = render_brief(b)
         return b
 

@@ -68,6 +68,9 @@ def test_a_compile_failure_is_kept_with_its_kind(tmp_path_factory: pytest.TempPa
     assert child.fitness_quick is None and db.ticket(ticket.id).state == "done"
     assert [e.stage for e in db.evaluations("fail") if e.program_id == child.id] == ["compile"]
     assert "shared" in db.evaluations("fail")[-1].result["message"]
+    # the next brief on that parent cites the failure
+    brief = search.brief(ticket)
+    assert f"#{child.id} failed_compile (compile_error) after {ticket.question_id}" in brief.text
 
 
 def test_runs_are_deterministic_under_a_seed_and_survive_restarts(climbed, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
