@@ -162,6 +162,7 @@ class _Evolve:
         self.searches: dict[str, Search] = {}
         self.pools: dict[str, LocalPool] = {}
         self.jobs: dict[tuple[str, str], _Job] = {}  # (run_id, "seed" | ticket id) -> job
+        self.next_for: dict[tuple[str, int], int] = {}  # (run_id, ticket id) -> the ticket handed out after it
         self.lock = threading.RLock()
 
     def db(self) -> EvolveDB:
@@ -226,8 +227,14 @@ class _Evolve:
             return job
 
 
-def _next(ev: _Evolve, search: Search) -> EvolveNext:
-    """Blocking: the next ticket (or why none) as the tool answers it."""
+def _next(ev: _Evolve, search: Search, after: int | None = None) -> EvolveNext:
+    """Blocking: the next ticket (or why none) as the tool answers it. ``after``: the ticket whose result
+    carries this answer; asking again for the same result hands out the same next ticket while it is open."""
+    key = (search.run_id, after) if after is not None else None
+    if key is not None and key in ev.next_for:
+        prior = search.db.ticket(ev.next_for[key])
+        if prior.state == "issued":
+            return _ready(ev, search, prior)
     out = issue_ticket(search, ev.state.workspace / "evolve" / search.run_id)
     if isinstance(out, str):
         if out == "seed":
@@ -240,6 +247,13 @@ def _next(ev: _Evolve, search: Search) -> EvolveNext:
                                       "call evolve_submit for yours")
         return EvolveNext(run_id=search.run_id, state="finished",
                           message=f"the run is over: {out}. `attnq evolve export -o best.cu` writes the best program")
+    if key is not None:
+        ev.next_for[key] = out.id
+    return _ready(ev, search, out)
+
+
+def _ready(ev: _Evolve, search: Search, out: Any) -> EvolveNext:
+    """The answer for an issued ticket."""
     brief = search.brief(out, child_path=ev.state.rel(out.child_path or ""))
     return EvolveNext(run_id=search.run_id, state="ready", ticket_id=out.id, child_path=brief.child_path,
                       generation=out.generation, question_id=brief.question_id, layer=brief.layer,
@@ -269,7 +283,8 @@ def _answer(ev: _Evolve, search: Search, ticket_id: int, prog: ProgramRecord | N
                            failure_kind=prog.failure_kind, reject_reason=prog.reject_reason if prog.status == "rejected"
                            else None, fitness_quick=prog.fitness_quick, fitness_full=prog.fitness_full,
                            parent_fitness_quick=prog.parent_fitness_quick, improvement=prog.improvement,
-                           improved=improved, goal_met=prog.goal_met, best_fitness=best, next=_next(ev, search))
+                           improved=improved, goal_met=prog.goal_met, best_fitness=best,
+                           next=_next(ev, search, after=ticket_id))
 
 
 def evolve_status_of(state: ServerState) -> list[RunStatus]:

@@ -64,8 +64,9 @@ def test_an_mcp_client_is_the_mutation_operator(workspace: Path) -> None:
             assert sub["state"] == "finished" and sub["status"] == "correct" and sub["improved"] is True
             assert sub["fitness_quick"] > sub["parent_fitness_quick"] and sub["fitness_full"] == sub["fitness_quick"]
             assert sub["stage"] == "full" and sub["best_fitness"] == sub["fitness_full"]
-            again = await _call(c, "evolve_submit", ticket_id=nxt["ticket_id"])  # idempotent
+            again = await _call(c, "evolve_submit", ticket_id=nxt["ticket_id"])  # idempotent, same next ticket
             assert again["program_id"] == sub["program_id"] and again["status"] == "correct"
+            assert again["next"]["ticket_id"] == sub["next"]["ticket_id"]
             second = sub["next"]
             assert second["state"] == "ready" and second["ticket_id"] != nxt["ticket_id"]
             # the unchanged parent is a duplicate: rejected before any evaluation, counted
