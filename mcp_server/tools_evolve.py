@@ -106,6 +106,7 @@ class _Job:
         self.version, self.stages, self.message = 0, 0, "starting"
         self.program: ProgramRecord | None = None
         self.error: str | None = None
+        self.exc: AttnqError | None = None  # what stopped the evaluation (no GPU, ...): re-raised at the edge
 
     @property
     def finished(self) -> bool:
@@ -126,7 +127,7 @@ class _Job:
             try:
                 self.program = work()
             except AttnqError as err:
-                self.error = f"[{err.code}] {err.message}"
+                self.error, self.exc = f"[{err.code}] {err.message}", err
             except Exception as exc:
                 log.exception("evolve_job_crashed", job_id=self.job_id)
                 self.error = f"[internal_error] evaluation crashed: {type(exc).__name__}"
@@ -320,6 +321,9 @@ def register_evolve_tools(server: MCPServer, state: ServerState, *, edge: Callab
             job = ev.jobs[(search.run_id, "seed")]
             await state.jobs.wait(job, state.jobs.limits.inline_s, _sink(ctx), cancel_on_abort=False)  # type: ignore[arg-type]
             if job.finished:
+                if job.exc is not None:
+                    ev.jobs.pop((search.run_id, "seed"), None)  # the next call tries again
+                    raise job.exc
                 if job.error:
                     raise InputError(f"the seed's evaluation failed: {job.error}")
                 out = await anyio.to_thread.run_sync(_next, ev, search)
@@ -349,6 +353,9 @@ def register_evolve_tools(server: MCPServer, state: ServerState, *, edge: Callab
                 return await anyio.to_thread.run_sync(_answer, ev, search, ticket_id, prog, None)
             job = ev.start_job(search, str(ticket_id), prog)
         await state.jobs.wait(job, state.jobs.limits.inline_s, _sink(ctx), cancel_on_abort=False)  # type: ignore[arg-type]
+        if job.finished and job.exc is not None:  # e.g. no GPU: the child stays pending, a new submit retries
+            ev.jobs.pop((search.run_id, str(ticket_id)), None)
+            raise job.exc
         return await anyio.to_thread.run_sync(_answer, ev, search, ticket_id, None, job)
 
     @server.resource(EVOLVE_REPORT_URI, name="evolve_report", title="Evolve report", mime_type="text/markdown",
