@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from evolve.report import RunStatus
 from harness.verdict import ScenarioResult, Verdict
 
 try:  # the questions layer is another part's; fall back to a plain object in a partial install
@@ -181,6 +182,7 @@ class CampaignStatus(BaseModel):
     recent_questions: list[AskedSummary] = Field(default_factory=list, description="last 5 questions asked")
     claims: list[ClaimSummary] = Field(default_factory=list, description="last 5 claims")
     running_jobs: list[str] = Field(default_factory=list, description="job ids of verifications still running")
+    evolve: list[RunStatus] = Field(default_factory=list, description="the campaign's evolve runs (attnq evolve)")
 
 
 class QuestionList(BaseModel):

@@ -341,6 +341,7 @@ def build_server(settings: Settings | None = None, *, limits: Limits | None = No
     The returned server has ``attnq_state`` (a :class:`ServerState`) for the transports and tests.
     """
     from mcp_server.resources import register_resources
+    from mcp_server.tools_evolve import register_evolve_tools
     from mcp_server.tools_questions import register_question_tools
     from mcp_server.tools_report import register_report_tools
 
@@ -350,6 +351,7 @@ def build_server(settings: Settings | None = None, *, limits: Limits | None = No
                        version=harness.__version__, log_level="WARNING")
     register_core_tools(server, state)
     register_question_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
+    register_evolve_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
     register_resources(server, state)
     register_report_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
     plain_argument_errors(server)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
 #   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq fastna
-#                                           fa3 prodfa3 cand mcp report
+#                                           fa3 prodfa3 cand mcp report evolve evolve2
 #   report: after fastq/fast/quick, the roofline fields of that verdict and `attnq report` on it (needs matplotlib)
 #   cand: CANDIDATE="a.cu [b.cu ...]" — GPU tests (tests/gpu/test_fast.py) on each in turn; the first that
 #         passes gets `attnq verify --suite full --anchors $ANCHORS` (recorded in the campaign store;
@@ -25,6 +25,8 @@ if ls .fa3/*.tgz >/dev/null 2>&1; then
 fi
 attnq() { python3 -m attnq "$@"; }
 steps=${*:-info tests original aa quick wrong}
+# the knob domains of the evolve steps (kBM and kWarps are tied: each warp owns 16 query rows)
+EVOLVE_ARGS=${EVOLVE_ARGS:---from kernels/attn_original.cu --knob kBM,kWarps=32:2,64:4,128:8 --knob kLdX=8,16,24 --knob kLdS=4,8,12 --knob kLdP=8,16 --knob kLdO=4,8,12 --islands 2 --seed 0 --compile-workers 8}
 S=$OUT/summary.txt
 note() { echo "$*" | tee -a "$S"; }
 # verify_to LOG LABEL ARGS...: `attnq verify ARGS --json` into logs/LOG.json (stderr logs/LOG.err), one summary line
@@ -93,6 +95,42 @@ for step in $steps; do
         verify_to "${n}_full" "$n full" "$c" --suite full --anchors "${ANCHORS:-$([ $HAVE_FA3 = 1 ] && echo fa3,cudnn,flash || echo flash,cudnn)}"
         break
       done ;;
+    evolve)
+      # a short real search (knob mutator) from the original kernel, ~4 min: trace, report and best program in $OUT
+      EV=/tmp/attnq-evolve; rm -rf "$EV"; mkdir -p "$EV"
+      ATTNQ_STATE=$EV/state timeout 330 python3 -m attnq evolve --run h200 $EVOLVE_ARGS --gpus 0 \
+        --generations "${EVOLVE_GENERATIONS:-5}" --max-wall-s "${EVOLVE_WALL_S:-180}" --children "${EVOLVE_CHILDREN:-4}" \
+        --full-suite "${EVOLVE_FULL_SUITE:-production}" --report "$OUT/evolve_report.md" --json \
+        > "$OUT/logs/evolve.json" 2> "$OUT/logs/evolve.err"
+      note "evolve: exit $? $(python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+if isinstance(d, dict): print(d.get("error"), d.get("message")); raise SystemExit
+s = d[0]; b = s["best"] or {}
+print(s["state"], s["stop_reason"], "generation", s["generation"], "best", b.get("fitness"), "on", b.get("stage"), "evaluations", s["evaluations"], "evals/h", s["evaluations_per_hour"], "GPU s/eval", s["gpu_s_per_evaluation"])' "$OUT/logs/evolve.json" 2>&1 | tail -1)"
+      cp "$EV/state/campaign.sqlite" "$OUT/evolve_campaign.sqlite" 2>/dev/null
+      ATTNQ_STATE=$EV/state python3 -m attnq evolve report --run h200 --json > "$OUT/evolve_report.json"
+      ATTNQ_STATE=$EV/state python3 -m attnq evolve trace --run h200 -o "$OUT/evolve_trace.jsonl"
+      ATTNQ_STATE=$EV/state python3 -m attnq evolve export --run h200 -o "$OUT/evolve_best.cu" ;;
+    evolve2)
+      # evaluations per hour on 1 GPU and on 2 (same seed, same children; a warm-up run fills the build cache)
+      ngpu=$(nvidia-smi -L | wc -l)
+      if [ "$ngpu" -lt 2 ]; then note "evolve2: needs 2 GPUs, $ngpu visible"; else
+        EV=/tmp/attnq-evolve2; rm -rf "$EV"; mkdir -p "$EV"
+        E2="--children ${EVOLVE2_CHILDREN:-12} --generations 1 --islands 1 --no-full --seed 0 --compile-workers 12"
+        for r in warm:0,1 one:0 two:0,1; do  # warm: builds and both devices' peak caches
+          ATTNQ_STATE=$EV/state timeout 600 python3 -m attnq evolve --run "${r%%:*}" $EVOLVE_ARGS $E2 --gpus "${r#*:}" \
+            --json > "$OUT/logs/evolve2_${r%%:*}.json" 2> "$OUT/logs/evolve2_${r%%:*}.err"
+        done
+        note "evolve2: $(python3 -c 'import json,sys
+rate = {}
+for name in ("one", "two"):
+    d = json.load(open(sys.argv[1] + "/evolve2_" + name + ".json"))
+    if isinstance(d, dict): raise SystemExit(name + ": " + str(d.get("message")))
+    s = d[0]
+    rate[name] = s["evaluations_per_hour"] or 0.0
+    print(name, "GPU(s):", s["evaluations"], "evaluations in", s["elapsed_s"], "s =", rate[name], "evals/h,", s["gpu_s_per_evaluation"], "GPU s/eval;", end=" ")
+print("speedup 2 vs 1 GPU: %.2fx" % (rate["two"] / rate["one"] if rate["one"] else 0.0))' "$OUT/logs" 2>&1)"
+      fi ;;
     mcp)
       mkdir -p /tmp/mcpws && python3 examples/clients/campaign.py --server "python3 -m attnq serve" --workspace /tmp/mcpws --suite quick > "$OUT/logs/mcp_campaign.log" 2>&1
       note "mcp campaign: exit $? (transcript in logs/mcp_campaign.log)" ;;
