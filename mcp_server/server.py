@@ -338,6 +338,7 @@ def build_server(settings: Settings | None = None, *, limits: Limits | None = No
     The returned server has ``attnq_state`` (a :class:`ServerState`) for the transports and tests.
     """
     from mcp_server.resources import register_resources
+    from mcp_server.tools_export import register_export_tools
     from mcp_server.tools_questions import register_question_tools
 
     settings = settings or Settings()
@@ -346,6 +347,7 @@ def build_server(settings: Settings | None = None, *, limits: Limits | None = No
                        version=harness.__version__, log_level="WARNING")
     register_core_tools(server, state)
     register_question_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
+    register_export_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
     register_resources(server, state)
     plain_argument_errors(server)
     server.attnq_state = state  # type: ignore[attr-defined]
