@@ -137,7 +137,7 @@ def register_export_tools(server: MCPServer, state: ServerState, *, edge: Callab
                     run.report = report
             except AttnqError as err:
                 run.error = err.to_dict()
-            except BaseException:  # noqa: BLE001 - a crash must end the run, never hang a poller
+            except BaseException:
                 log.exception("peer_test_crashed", job_id=run.job_id)
                 run.error = {"error": "internal_error", "message": "peer-test crashed; the server log has details"}
             finally:

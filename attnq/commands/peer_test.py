@@ -10,7 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.export.peer import DEFAULT_SELECT, DEFAULT_TIMEOUT_S, PeerProgress, PeerReport
+from harness.export.peer import (
+    DEFAULT_SELECT,
+    DEFAULT_TIMEOUT_S,
+    PeerProgress,
+    PeerReport,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,8 +58,8 @@ def format_report(r: PeerReport, max_failures: int = 20) -> str:
     lines = [f"peer-test {r.kernel} ({r.package}, {r.arch})",
              f"  against {r.fa_tests} -k '{r.select}'",
              f"status {r.status.upper()}: {r.message}",
-             f"  {r.collected} collected: {r.passed} passed, {r.skipped} skipped, {r.failed} failed, {r.errors} errors "
-             f"({r.duration_s:.0f} s); {r.candidate_calls} calls ran the kernel"]
+             (f"  {r.collected} collected: {r.passed} passed, {r.skipped} skipped, {r.failed} failed, "
+              f"{r.errors} errors ({r.duration_s:.0f} s); {r.candidate_calls} calls ran the kernel")]
     for reason, n in r.reference_calls.items():
         lines.append(f"  {n} calls: {reason}")
     if r.skip_reasons:

@@ -6,6 +6,11 @@ FlashAttention's own forward tests against it (:mod:`harness.export.peer`).
 package's module) and ``build_backend.py`` (its PEP 517 backend). They are not imported by attnq.
 """
 
-from harness.export.package import ExportedLibrary, ExportResult, export_kernel, parse_archs
+from harness.export.package import (
+    ExportedLibrary,
+    ExportResult,
+    export_kernel,
+    parse_archs,
+)
 
 __all__ = ["ExportResult", "ExportedLibrary", "export_kernel", "parse_archs"]

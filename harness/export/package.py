@@ -210,7 +210,7 @@ def export_kernel(kernel: str | Path, out_dir: str | Path, *, name: str | None =
         "generator": GENERATOR, "name": pkg_name, "version": version, "kernel": src.name,
         "source_sha256": first.source_sha256, "abi_version": ABI_VERSION, "nvcc_version": first.nvcc_version,
         "nvcc_flags": first.flags, "attnq_version": harness.__version__, "attnq_commit": _git_commit(),
-        "exported_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "exported_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "requires": [TORCH_REQUIREMENT],
         "libraries": {lib.arch: {"file": lib.file, "sha256": lib.sha256} for lib in libraries},
     }

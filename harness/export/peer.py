@@ -170,11 +170,11 @@ def summarize(records: list[dict], *, exit_code: int | None, timed_out: bool = F
         status, message = "error", f"pytest ended with exit code {exit_code} after {len(tests)} of {collected} tests"
     else:
         status, message = "pass", f"{count['passed']} passed, {count['skipped']} skipped, no failure"
-    return dict(status=status, message=message, collected=collected, passed=count["passed"],
-                failed=count["failed"], skipped=count["skipped"], errors=count["error"],
-                skip_reasons=dict(reasons.most_common()), candidate_calls=sum(t.candidate_calls for t in tests),
-                reference_calls=dict(reference), failures=failures[:MAX_FAILURES_REPORTED],
-                collect_errors=collect_errors)
+    return {"status": status, "message": message, "collected": collected, "passed": count["passed"],
+            "failed": count["failed"], "skipped": count["skipped"], "errors": count["error"],
+            "skip_reasons": dict(reasons.most_common()), "candidate_calls": sum(t.candidate_calls for t in tests),
+            "reference_calls": dict(reference), "failures": failures[:MAX_FAILURES_REPORTED],
+            "collect_errors": collect_errors}
 
 
 def peer_test(kernel: str | Path, fa_tests: str | Path, *, select: str = DEFAULT_SELECT, arch: str = "sm_90a",

@@ -44,11 +44,11 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def get_requires_for_build_wheel(config_settings=None):  # noqa: D103 - PEP 517 hook
+def get_requires_for_build_wheel(config_settings=None):
     return []
 
 
-def get_requires_for_build_sdist(config_settings=None):  # noqa: D103 - PEP 517 hook
+def get_requires_for_build_sdist(config_settings=None):
     return []
 
 

@@ -49,7 +49,7 @@ MANIFEST: dict[str, Any] = json.loads((_HERE / "kernel.json").read_text())
 NAME: str = MANIFEST["name"]
 ABI_VERSION: int = int(MANIFEST["abi_version"])
 
-__all__ = ["KernelDeclined", "MANIFEST", "NoGpuError", "UnsupportedArgument", "flash_attn_func", "fwd"]
+__all__ = ["MANIFEST", "KernelDeclined", "NoGpuError", "UnsupportedArgument", "flash_attn_func", "fwd"]
 
 _DTYPES = {torch.bfloat16: 0, torch.float16: 1}  # attn_dtype in attn_abi.h
 
@@ -154,7 +154,7 @@ def _kernel(device: int) -> _Kernel:
                 name = torch.cuda.get_device_name(device)
                 raise NoGpuError(f"{NAME}: built for {', '.join(libs)}; GPU {device} ({name}) has compute capability "
                                  f"{major}.{minor}: export again with --arch for it")
-            arch = sorted(fits, key=lambda a: (not a.endswith("a"), a.endswith("f")))[0]  # exact arch first
+            arch = min(fits, key=lambda a: (not a.endswith("a"), a.endswith("f")))  # the arch-specific build first
             _kernels[device] = _Kernel(arch, _HERE / libs[arch]["file"], libs[arch].get("sha256"))
             _num_sms[device] = torch.cuda.get_device_properties(device).multi_processor_count
     return _kernels[device]

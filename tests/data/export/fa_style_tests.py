@@ -8,7 +8,6 @@ copies it into a temporary "checkout" and runs ``harness.export.peer.peer_test``
 import pytest
 import torch
 import torch.nn.functional as F
-
 from flash_attn_interface import flash_attn_func, flash_attn_varlen_func
 
 
@@ -22,7 +21,7 @@ def qkv(dv: int, d: int = 64):
 
 def sdpa(q, k, v, causal):
     """float64 attention with a bottom-right causal mask, [batch, seqlen, heads, head_dim] in and out."""
-    hq, hk = q.shape[2], k.shape[2]
+    hq = q.shape[2]
     qq, kk, vv = (t.double().repeat_interleave(hq // t.shape[2], 2).transpose(1, 2) for t in (q, k, v))
     mask = torch.ones(q.shape[1], k.shape[1], dtype=torch.bool).tril(k.shape[1] - q.shape[1]) if causal else None
     return F.scaled_dot_product_attention(qq, kk, vv, attn_mask=mask).transpose(1, 2)
