@@ -6,7 +6,8 @@ models (structured output); anything the agent can act on is a tool error with a
 jobs (:mod:`mcp_server.jobs`): no call blocks longer than ``Limits.inline_s``.
 
 This module holds the task, compile and verification tools; :mod:`mcp_server.tools_questions`
-the question tools; :mod:`mcp_server.resources` the resources and the prompt.
+the question tools; :mod:`mcp_server.tools_export` peer_test / get_peer_test; :mod:`mcp_server.resources`
+the resources and the prompt.
 """
 
 from __future__ import annotations
