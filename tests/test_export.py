@@ -343,8 +343,8 @@ def test_cli_export_and_peer_test(tmp_path: Path, build_cache: Path) -> None:
         target = _peer_checkout(tmp_path)
         peer = _attnq("peer-test", str(KERNELS_DIR / "attn_original.cu"), "--fa-tests", str(target), cwd=tmp_path,
                       state=state)
-        assert peer.returncode == 3 and "attnq peer-test: peer-test runs FlashAttention's tests on an NVIDIA GPU" \
-            in peer.stderr
+        assert peer.returncode == 3 and "attnq peer-test: peer-test runs FlashAttention's tests on an NVIDIA GPU; the " \
+            "CUDA driver shows none here" in peer.stderr
 
 
 def test_mcp_peer_test_tools(tmp_path: Path, build_cache: Path) -> None:
