@@ -209,18 +209,22 @@ def test_signature_data_is_fa3s_own() -> None:
     assert got == [[p["name"], p["kind"], p["default"]] for p in SIGNATURE["parameters"]]
 
 
+def _import(res: ExportResult):  # type: ignore[no-untyped-def]
+    """The exported package, imported in this process from its directory."""
+    sys.path.insert(0, res.directory)
+    try:
+        return importlib.import_module(res.name)
+    finally:
+        sys.path.remove(res.directory)
+
+
 def test_params_layout_is_the_abis(exported: dict[str, ExportResult]) -> None:
     """The package packs attn_fwd_params with struct; the bytes must equal harness.abi's ctypes mirror."""
     import ctypes
 
     from harness.abi import AttnFwdParams
 
-    res = exported["attn_original.cu"]
-    sys.path.insert(0, res.directory)
-    try:
-        mod = importlib.import_module(res.name)
-    finally:
-        sys.path.remove(res.directory)
+    mod = _import(exported["attn_original.cu"])
     assert mod.PARAMS_BYTES == ctypes.sizeof(AttnFwdParams)
     values = [1, 0, *range(0x1000, 0x1005), *range(100, 112), 2, 333, 444, 16, 4, 128, 0.08838834764831845, 1,
               0xABC000, 4096, 132]
@@ -230,6 +234,39 @@ def test_params_layout_is_the_abis(exported: dict[str, ExportResult]) -> None:
     for (field, _), value in zip(AttnFwdParams._fields_[:-1], values, strict=True):
         setattr(p, field, value)
     assert bytes(buf) == ctypes.string_at(ctypes.addressof(p), ctypes.sizeof(p))
+
+
+def test_the_library_loads_and_reads_the_packed_params(exported: dict[str, ExportResult]) -> None:
+    """Without a GPU the library still loads (ABI and sha256 checked) and its host code answers
+    attn_fwd_workspace_bytes: from the package's packed params exactly as from harness.abi's."""
+    import torch
+
+    from harness.abi import load_kernel, make_params
+
+    mod = _import(exported["attn_fast.cu"])
+    info = mod.MANIFEST["libraries"]["sm_90a"]
+    kern = mod._Kernel("sm_90a", mod._HERE / info["file"], info["sha256"])
+    harness_lib = load_kernel(mod._HERE / info["file"])
+    buf, addr = mod._params_buffer()
+    asked = []
+    for b, sq, sk, hq, hk, d, causal in [(1, 1, 8192, 32, 8, 128, False), (2, 1024, 1024, 16, 16, 64, True),
+                                         (3, 4, 2000, 32, 1, 64, True)]:
+        q = torch.empty(b, sq, hq, d, dtype=torch.bfloat16)
+        k = torch.empty(b, sk, hk, d, dtype=torch.bfloat16)
+        lse = torch.empty(b, hq, sq)
+        p = make_params(q, k, k, q, lse, softmax_scale=d ** -0.5, causal=causal, num_sms=132)
+        mod._PARAMS.pack_into(buf, 0, *(getattr(p, f) or 0 for f, _ in type(p)._fields_[:-1]))
+        asked.append(int(kern.ws(addr)))
+        assert asked[-1] == harness_lib.workspace_bytes(p)
+    assert asked[0] > 0 and asked[1] == 0  # split-KV decode asks for scratch, a long prefill does not
+    assert kern.launch_error() is None or "cudaError" in kern.launch_error()
+    with pytest.raises(RuntimeError, match="differs from the library recorded in kernel.json"):
+        mod._Kernel("sm_90a", mod._HERE / info["file"], "0" * 64)
+    fits = {(arch, cc): mod._arch_fits(arch, *cc) for arch in ("sm_90a", "sm_90", "sm_100f", "sm_100a")
+            for cc in ((9, 0), (9, 1), (10, 0), (10, 3))}
+    assert [key for key, ok in fits.items() if ok] == [("sm_90a", (9, 0)), ("sm_90", (9, 0)), ("sm_90", (9, 1)),
+                                                      ("sm_100f", (10, 0)), ("sm_100f", (10, 3)),
+                                                      ("sm_100a", (10, 0))]
 
 
 def test_export_refuses_bad_input_and_loses_nothing(tmp_path: Path, build_cache: Path) -> None:

@@ -171,6 +171,8 @@ def _params_buffer() -> tuple[ctypes.Array, int]:
 
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+#: A device guard that costs one C call each way (torch.cuda.device parses its argument in Python).
+_DeviceGuard = getattr(torch.cuda, "_DeviceGuard", torch.cuda.device)
 
 
 def _stream(device: int) -> int:
@@ -239,7 +241,7 @@ def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: 
     if sk == 0:  # every row sees no key (attn_abi.h): o = 0, lse = +inf
         return o.zero_(), lse.fill_(math.inf)
     q, k, v = _last_dim_contiguous(q), _last_dim_contiguous(k), _last_dim_contiguous(v)
-    with torch.cuda.device(device):
+    with _DeviceGuard(device):
         kern = _kernel(device)
         buf, addr = _params_buffer()
         _PARAMS.pack_into(
