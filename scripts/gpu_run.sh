@@ -6,7 +6,8 @@
 #   export: GPU tests of `attnq export` on the fast kernel (tests/gpu/test_export.py: reference, torch.compile,
 #         CUDA graphs, per-call overhead -> $OUT/export_overhead.json), then, with FA_TESTS=path/to/flash-attention/
 #         hopper/test_flash_attn.py, `attnq peer-test` of the fast kernel against FlashAttention's forward tests
-#         (that file imports einops: bring it in .whl/ with ../shared/gpu/fetch-wheels.sh .whl einops)
+#         (that file imports einops: bring it in .whl/ with ../shared/gpu/fetch-wheels.sh .whl einops; PEER_SELECT
+#         narrows the pytest -k expression, default test_flash_attn_output, e.g. "test_flash_attn_output and bfloat16")
 # Logs and JSON verdicts go under $OUT (default ./gpu-out). Wheels the box lacks travel in .whl/
 # (see ../shared/gpu/fetch-wheels.sh); they are installed to /tmp/site first.
 set -uo pipefail
@@ -95,7 +96,8 @@ print("direct attn_fwd %.2f, op %.2f (+%.2f), flash_attn_func %.2f (+%.2f); targ
       d["op_us"], d["op_overhead_us"], d["flash_attn_func_us"], d["flash_attn_func_overhead_us"], d["target_us"],
       "met" if d["target_met"] else "NOT met"))' "$OUT/export_overhead.json")"
       if [ -n "${FA_TESTS:-}" ]; then
-        attnq peer-test kernels/attn_fast.cu --fa-tests "$FA_TESTS" --json > "$OUT/logs/peer_fast.json" 2> "$OUT/logs/peer_fast.err"
+        attnq peer-test kernels/attn_fast.cu --fa-tests "$FA_TESTS" --select "${PEER_SELECT:-test_flash_attn_output}" \
+          --json > "$OUT/logs/peer_fast.json" 2> "$OUT/logs/peer_fast.err"
         rc=$?
         note "peer-test fast vs $FA_TESTS: exit $rc $(python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
