@@ -7,7 +7,7 @@
 #         CUDA graphs, per-call overhead -> $OUT/export_overhead.json), then, with FA_TESTS=path/to/flash-attention/
 #         hopper/test_flash_attn.py, `attnq peer-test` of the fast kernel against FlashAttention's forward tests
 #         (that file imports einops: bring it in .whl/ with ../shared/gpu/fetch-wheels.sh .whl einops; PEER_SELECT
-#         narrows the pytest -k expression, default test_flash_attn_output, e.g. "test_flash_attn_output and bfloat16")
+#         narrows the pytest -k expression, default test_flash_attn_output, e.g. "test_flash_attn_output and gqa")
 # Logs and JSON verdicts go under $OUT (default ./gpu-out). Wheels the box lacks travel in .whl/
 # (see ../shared/gpu/fetch-wheels.sh); they are installed to /tmp/site first.
 set -uo pipefail
