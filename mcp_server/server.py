@@ -6,7 +6,8 @@ models (structured output); anything the agent can act on is a tool error with a
 jobs (:mod:`mcp_server.jobs`): no call blocks longer than ``Limits.inline_s``.
 
 This module holds the task, compile and verification tools; :mod:`mcp_server.tools_questions`
-the question tools; :mod:`mcp_server.resources` the resources and the prompt.
+the question tools; :mod:`mcp_server.tools_export` peer_test / get_peer_test; :mod:`mcp_server.resources`
+the resources and the prompt.
 """
 
 from __future__ import annotations
@@ -342,6 +343,7 @@ def build_server(settings: Settings | None = None, *, limits: Limits | None = No
     """
     from mcp_server.resources import register_resources
     from mcp_server.tools_evolve import register_evolve_tools
+    from mcp_server.tools_export import register_export_tools
     from mcp_server.tools_questions import register_question_tools
     from mcp_server.tools_report import register_report_tools
 
@@ -352,6 +354,7 @@ def build_server(settings: Settings | None = None, *, limits: Limits | None = No
     register_core_tools(server, state)
     register_question_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
     register_evolve_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
+    register_export_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
     register_resources(server, state)
     register_report_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
     plain_argument_errors(server)

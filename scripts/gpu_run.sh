@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
 #   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq fastna
-#                                           fa3 prodfa3 cand mcp report evolve evolve2
+#                                           fa3 prodfa3 cand mcp report evolve evolve2 export
 #   report: after fastq/fast/quick, the roofline fields of that verdict and `attnq report` on it (needs matplotlib)
 #   cand: CANDIDATE="a.cu [b.cu ...]" — GPU tests (tests/gpu/test_fast.py) on each in turn; the first that
 #         passes gets `attnq verify --suite full --anchors $ANCHORS` (recorded in the campaign store;
 #         ANCHORS default fa3,cudnn,flash when FlashAttention-3 imports, else flash,cudnn)
 #   fa3 / prodfa3: kernels/attn_fast.cu on the full suite vs fa3,cudnn,flash / on the production suite vs fa3
+#   export: GPU tests of `attnq export` on the fast kernel (tests/gpu/test_export.py: reference, torch.compile,
+#         CUDA graphs, per-call overhead -> $OUT/export_overhead.json), then, with FA_TESTS=path/to/flash-attention/
+#         hopper/test_flash_attn.py, `attnq peer-test` of the fast kernel against FlashAttention's forward tests
+#         (that file imports einops: bring it in .whl/ with ../shared/gpu/fetch-wheels.sh .whl einops; PEER_SELECT
+#         narrows the pytest -k expression, default test_flash_attn_output, e.g. "test_flash_attn_output and gqa")
 # FlashAttention-3 (the `fa3` anchor): a .fa3/*.tgz in the repository root (copied from
 # ../shared/anchors/fa3/) is unpacked to /tmp/fa3, which goes first on PYTHONPATH.
 # Logs and JSON verdicts go under $OUT (default ./gpu-out). Wheels the box lacks travel in .whl/
@@ -152,6 +157,35 @@ PY
 )"
         attnq report --verdict "$v" -o "$OUT/report.html" --png-dir "$OUT/report-png" > "$OUT/logs/report.log" 2>&1
         note "report: exit $? ($(grep -m1 "^wrote" "$OUT/logs/report.log"))"
+      fi ;;
+    export)
+      ATTNQ_EXPORT_REPORT=$OUT/export_overhead.json python3 -m pytest -q -m gpu tests/gpu/test_export.py \
+        -p no:cacheprovider 2>&1 | tee "$OUT/logs/export_tests.log" | tail -25
+      note "export gpu tests: $(tail -1 "$OUT/logs/export_tests.log")"
+      [ -f "$OUT/export_overhead.json" ] && note "   per-call host us: $(python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print("direct attn_fwd %.2f, op %.2f (+%.2f), flash_attn_func %.2f (+%.2f); target +%g: %s" % (d["direct_attn_fwd_us"],
+      d["op_us"], d["op_overhead_us"], d["flash_attn_func_us"], d["flash_attn_func_overhead_us"], d["target_us"],
+      "met" if d["target_met"] else "NOT met"))' "$OUT/export_overhead.json")"
+      if [ -n "${FA_TESTS:-}" ]; then
+        attnq peer-test kernels/attn_fast.cu --fa-tests "$FA_TESTS" --select "${PEER_SELECT:-test_flash_attn_output}" \
+          --json > "$OUT/logs/peer_fast.json" 2> "$OUT/logs/peer_fast.err"
+        rc=$?
+        note "peer-test fast vs $FA_TESTS: exit $rc $(python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+if "status" not in d:
+    print(d.get("error"), d.get("message")); sys.exit()
+print("%s: %s; %d collected, %d passed, %d skipped, %d failed, %d errors, %d kernel calls, %.0f s" % (d["status"],
+      d["message"], d["collected"], d["passed"], d["skipped"], d["failed"], d["errors"], d["candidate_calls"], d["duration_s"]))
+for reason, n in list(d["skip_reasons"].items()) + list(d["reference_calls"].items()):
+    print("     %6d  %s" % (n, reason[:140]))
+for f in d["failures"][:10]:
+    print("     FAIL %s: %s" % (f["nodeid"], f["message"][:200]))
+log = d.get("log_file") or ""
+if log:
+    import shutil; shutil.copy(log, sys.argv[2])' "$OUT/logs/peer_fast.json" "$OUT/logs/peer_fast_pytest.log" 2>&1)"
+      else
+        note "peer-test: not run (set FA_TESTS=path/to/flash-attention/hopper/test_flash_attn.py)"
       fi ;;
     *) note "unknown step $step" ;;
   esac
