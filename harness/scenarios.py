@@ -76,19 +76,21 @@ class Scenario(BaseModel):
 
     @property
     def id(self) -> str:
-        """Stable id, e.g. ``gqa/b4-s4096-h32x8-d128-causal-bf16``; a scenario with extra fields ends in
-        ``-<name>`` when it has one, else ``-x<8 hex digits of their hash>``."""
+        """Stable id, e.g. ``gqa/b4-s4096-h32x8-d128-causal-bf16``, then ``-<name>`` when named, ``-sc<scale>``
+        for a declared softmax_scale, and for other extra fields of an unnamed scenario ``-x<8 hex digits of
+        their hash>`` (a named one stands for them: two with the same shape, name and scale are duplicates)."""
         s = f"s{self.seqlen_q}" if self.seqlen_q == self.seqlen_k else f"sq{self.seqlen_q}-sk{self.seqlen_k}"
         h = f"h{self.num_heads_q}" if self.num_heads_q == self.num_heads_kv else f"h{self.num_heads_q}x{self.num_heads_kv}"
         c = "causal" if self.causal else "noncausal"
-        base = f"{self.group}/b{self.batch}-{s}-{h}-d{self.head_dim}-{c}-{self.dtype}"
+        out = f"{self.group}/b{self.batch}-{s}-{h}-d{self.head_dim}-{c}-{self.dtype}"
         if self.name:
-            return f"{base}-{self.name}"
-        extras = self.extras
-        if not extras:
-            return base
-        digest = hashlib.sha256(json.dumps(extras, sort_keys=True).encode()).hexdigest()[:8]
-        return f"{base}-x{digest}"
+            out += f"-{self.name}"
+        if self.softmax_scale is not None:
+            out += f"-sc{self.softmax_scale:g}"
+        other = {k: v for k, v in self.extras.items() if k != "softmax_scale"}
+        if other and not self.name:
+            out += "-x" + hashlib.sha256(json.dumps(other, sort_keys=True).encode()).hexdigest()[:8]
+        return out
 
     @property
     def scale(self) -> float:
@@ -213,6 +215,20 @@ def _resolve(name_or_path: str | Path) -> Path:
     return builtin
 
 
+def _file_order(where: SuiteText, data: dict[str, Any]) -> list[tuple[str, int]]:
+    """``(kind, index)`` of every [[grid]] and [[scenario]] table in the order they appear in the file."""
+    counts = {"grid": len(data.get("grid", [])), "scenario": len(data.get("scenario", []))}
+    seen = {"grid": 0, "scenario": 0}
+    out = []
+    for _, name, is_array in where.headers:
+        if is_array and name in seen and seen[name] < counts[name]:
+            out.append((name, seen[name]))
+            seen[name] += 1
+    for kind, n in counts.items():  # tables the header scan missed (none in a well-formed file)
+        out += [(kind, i) for i in range(seen[kind], n)]
+    return out
+
+
 def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -> Suite:
     """Load a built-in suite (``quick``, ``full``, ``production``, ``bugs``) or a suite TOML file.
 
@@ -246,32 +262,32 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
                          "known: name, description, [[grid]], [[scenario]], [include]")
     scenarios: list[Scenario] = []
     for kind in ("grid", "scenario"):
-        tables = data.get(kind, [])
-        if not isinstance(tables, list):
+        if not isinstance(data.get(kind, []), list):
             raise InputError(f"suite {path.name}: {kind} must be an array of tables ([[{kind}]])")
-        for index, table in enumerate(tables):
-            for key in table:
-                if key not in TABLE_KEYS:
-                    raise fail(kind, index, [key], f"unknown key {key!r}{suggest(key, TABLE_KEYS)}; known keys: "
-                                                   f"{', '.join(TABLE_KEYS)}")
+    for kind, index in _file_order(where, data):
+        table = data[kind][index]
+        for key in table:
+            if key not in TABLE_KEYS:
+                raise fail(kind, index, [key], f"unknown key {key!r}{suggest(key, TABLE_KEYS)}; known keys: "
+                                               f"{', '.join(TABLE_KEYS)}")
+        try:
+            fields = _expand(table, grid=kind == "grid")
+        except (TypeError, ValueError, KeyError) as exc:
+            raise fail(kind, index, [], f"cannot expand: {exc!r}") from None
+        for f in fields:
             try:
-                fields = _expand(table, grid=kind == "grid")
-            except (TypeError, ValueError, KeyError) as exc:
-                raise fail(kind, index, [], f"cannot expand: {exc!r}") from None
-            for f in fields:
-                try:
-                    sc = Scenario(**f)
-                except ValidationError as exc:
-                    errs = sorted(exc.errors(), key=lambda e: e.get("type") != "extra_forbidden")  # unknown keys first
-                    keys, msg = describe_error(errs[0], DIST_NAMES)
-                    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-                    raise fail(kind, index, keys, f"invalid scenario: {msg}{more}") from None
-                refused = original_refusals(sc)
-                if refused:
-                    raise fail(kind, index, ["head_dim" if "head_dim" in refused[0] else refused[0].split("=")[0]],
-                               f"{sc.id}: {'; '.join(refused)}, so every candidate would fail this scenario: "
-                               "change it or drop it")
-                scenarios.append(sc)
+                sc = Scenario(**f)
+            except ValidationError as exc:
+                errs = sorted(exc.errors(), key=lambda e: e.get("type") != "extra_forbidden")  # unknown keys first
+                keys, msg = describe_error(errs[0], DIST_NAMES)
+                more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+                raise fail(kind, index, keys, f"invalid scenario: {msg}{more}") from None
+            refused = original_refusals(sc)
+            if refused:
+                raise fail(kind, index, ["head_dim" if "head_dim" in refused[0] else refused[0].split("=")[0]],
+                           f"{sc.id}: {'; '.join(refused)}, so every candidate would fail this scenario: "
+                           "change it or drop it")
+            scenarios.append(sc)
     inc = data.get("include")
     if inc:
         for key in inc:
