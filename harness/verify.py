@@ -232,6 +232,19 @@ class _WorkerRun:
         self.log_fh.close()
 
 
+def run_order(scenarios: list[Scenario]) -> list[Scenario]:
+    """The order the worker runs scenarios in: those that ask for a fresh process first (the first of them
+    needs no extra worker start), then the rest in suite order (the verdict is put back in suite order)."""
+    return [s for s in scenarios if s.fresh_process] + [s for s in scenarios if not s.fresh_process]
+
+
+def worker_batch_end(scenarios: list[Scenario], first: int) -> int:
+    """End (exclusive) of the scenarios one worker process runs from index ``first``: up to the next
+    scenario after ``first`` that asks for a fresh process (its first call is the candidate's first call
+    in a new worker), else all of them."""
+    return next((i for i in range(first + 1, len(scenarios)) if scenarios[i].fresh_process), len(scenarios))
+
+
 def _failed(sc: Scenario, kind: str, check: str, message: str) -> ScenarioResult:
     return ScenarioResult(id=sc.id, group=sc.group, flops=sc.flops, correct=False,
                           failure_kind=kind, check=check, message=message)  # type: ignore[arg-type]
@@ -257,8 +270,7 @@ def _run_all(job_base: WorkerJob, scenarios: list[Scenario], options: VerifyOpti
             ended = f"stopped after {hangs} scenarios hung (each killed after {options.scenario_timeout_s:.0f} s)"
             break
         first = len(results)
-        # a scenario that asks for a fresh process starts the next worker (scenarios run in suite order)
-        stop = next((i for i in range(first + 1, total) if scenarios[i].fresh_process), total)
+        stop = worker_batch_end(scenarios, first)
         job = job_base.model_copy(update={"scenarios": scenarios[first:stop], "first_index": first})
         w = _WorkerRun(job, work_dir / "worker.log")
         current: int | None = None
@@ -350,8 +362,7 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
         scenarios = [s for s in scenarios if s.id in set(options.scenario_ids)]
     check_original_source()
     sanitizer = find_compute_sanitizer() if options.sanitize else None  # missing tool: an error before any work
-    # fresh_process scenarios first: the first needs no extra worker start (the verdict keeps suite order)
-    scenarios = [s for s in scenarios if s.fresh_process] + [s for s in scenarios if not s.fresh_process]
+    scenarios = run_order(scenarios)
     cache_dir = settings.state_dir / "build"
     with ThreadPoolExecutor(max_workers=2) as pool:  # nvcc is single-threaded: build both at once
         cand_f = pool.submit(compile_kernel, path, arch=options.arch, cache_dir=cache_dir, policy=options.policy)

@@ -221,7 +221,7 @@ class Runner:
             # draw 0: contiguous q/o and the default scale; later draws: q and o with a padded head
             # stride (the ABI's strides must be honoured) and a softmax_scale drawn in [0.5, 1.5] x default
             bufs.set_layout(strided=draw > 0, scale_factor=1.0 if draw == 0 else 0.5 + float(
-                torch.rand((), generator=gen, device="cuda").item()))
+                torch.rand((), generator=gen, device=gen.device).item()))
             bufs.fill_inputs(gen, kind)
             q0, k0, v0 = bufs.q.clone(), bufs.k.clone(), bufs.v.clone()
             o_c, lse_c = poison_(bufs.o_c), poison_(bufs.lse_c)

@@ -14,7 +14,7 @@ The variants are small edits of kernels/attn_original.cu, so they run at the ori
   another softmax_scale (b26); it fails most others too (later draws draw the scale), so not exactly.
 - ignored_kv_strides: computes K and V strides as if dense. Must fail exactly the scenarios whose declared
   K or V layout differs from dense in a dimension that is used - written for: b27, b19, layouts.
-- log2_lse: returns lse in base 2 (m log2 + log2 l). Must fail exactly every scenario (all have a row that
+- log2_lse: returns lse in base 2 (the natural lse / ln 2). Must fail exactly every scenario (all have a row that
   sees a key) - written for: b25.
 - unguarded_tail: loads whole tiles without the row guard (reads past seqlen_k: the next batch's rows, a
   cache's NaN slack, the NaN guard band after the tensor; P = 0 there, but 0 * NaN = NaN). Must fail exactly
@@ -52,7 +52,7 @@ EDITS: dict[str, list[tuple[str, str]]] = {
     "hardcoded_scale": [("a.scale_log2 = p->softmax_scale * kLog2e;",
                          "a.scale_log2 = kLog2e / sqrtf(static_cast<float>(D));  /* BUG: softmax_scale ignored */")],
     "ignored_kv_strides": _DENSE_KV,
-    "log2_lse": [("Ms[row] * kLn2 + logf(l)", "Ms[row] + log2f(l) /* BUG: base-2 lse */")],
+    "log2_lse": [("Ms[row] * kLn2 + logf(l)", "(Ms[row] * kLn2 + logf(l)) / kLn2 /* BUG: base-2 lse */")],
     "unguarded_tail": [("if (gr < nrows) {", "if (nrows >= 0) {  /* BUG: no tail guard */")],
 }
 
