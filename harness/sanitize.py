@@ -4,9 +4,10 @@ The parent (harness/verify.py, after the verification proper, under the same GPU
 ``compute-sanitizer --tool TOOL python -m harness.sanitize --job FILE``: a process that loads only the
 candidate, and per scenario allocates every tensor exactly (no guard bands, no caching allocator: an
 access past a tensor leaves its allocation, which memcheck reports), fills the inputs as draw 0 does,
-prints a begin marker, calls ``attn_fwd`` once, synchronizes and prints an end marker. The tool's
-reports between a scenario's markers are that scenario's findings (the named check ``sanitizer``); a
-process that dies mid-scenario is restarted for the rest.
+prints a begin marker, calls ``attn_fwd`` once, synchronizes and prints an end marker. When that process
+reports nothing, every scenario is clean; otherwise each scenario runs again alone, and what its process
+reports is its finding (the named check ``sanitizer``). API errors are not reported (torch's own probes
+would count): a failing launch of the candidate shows as its status.
 
 Tools: memcheck (out-of-bounds and misaligned global/shared accesses, hardware exceptions), racecheck
 (shared-memory hazards), initcheck (reads of uninitialized global memory), synccheck (invalid barrier use).
@@ -95,99 +96,148 @@ def pick_scenarios(scenarios: list[Scenario], limit: int = DEFAULT_SCENARIOS) ->
 
 def command(exe: str, tool: str, job_path: Path) -> list[str]:
     """The compute-sanitizer command line for one sanitized process."""
-    return [exe, "--tool", tool, "--error-exitcode", "97", "--show-backtrace", "no",
+    return [exe, "--tool", tool, "--error-exitcode", "97", "--show-backtrace", "no", "--report-api-errors", "no",
             sys.executable, "-m", "harness.sanitize", "--job", str(job_path)]
+
+
+def _classify(line: str) -> str | None:
+    """``"error"``, ``"warning"`` or ``"detail"`` for a report line of the tool (``========= ...``), else None."""
+    if not line.startswith(_PREFIX.rstrip()):
+        return None
+    body = line[len(_PREFIX):] if line.startswith(_PREFIX) else ""
+    if not body.strip():
+        return None
+    if body[0].isspace() or body.startswith(_NOT_FINDINGS):
+        return "detail"
+    return "warning" if body.lower().startswith("warning") else "error"
+
+
+def findings(text: str) -> tuple[int, int, list[str]]:
+    """(errors, warnings, report lines) over a whole output: a headline starting with "Warning" is a
+    warning; any other (Invalid ..., Race reported ..., Uninitialized ..., Barrier error ...) an error."""
+    errors = warnings = 0
+    lines = []
+    for raw in text.splitlines():
+        kind = _classify(raw.rstrip())
+        if kind is None or (kind == "detail" and raw[len(_PREFIX):].startswith(_NOT_FINDINGS)):
+            continue
+        lines.append(raw.rstrip())
+        errors += kind == "error"
+        warnings += kind == "warning"
+    return errors, warnings, lines
 
 
 def parse_output(text: str, tool: str, ids: list[str]) -> dict[str, SanitizerReport]:
     """Reports per scenario id from the merged output of one sanitized process: the tool's report lines
-    (``========= ...``) between a scenario's begin and end markers are its findings; a headline starting
-    with "Warning" counts as a warning, any other (Invalid ..., Race reported ..., Uninitialized ...,
-    Barrier error ..., Program hit ...) as an error. A scenario begun but never ended is ``crashed``; one
-    never begun is absent."""
+    between a scenario's begin and end markers are its findings (see :func:`findings`). A scenario begun
+    but never ended is ``crashed``; one never begun is absent. The tool prints what the process sends it,
+    so a report can trail its marker: :func:`run_sanitizer` re-runs scenarios one per process whenever a
+    process reports anything."""
     out: dict[str, SanitizerReport] = {}
     current: str | None = None
-    lines: list[str] = []
-    errors = warnings = 0
+    chunk: list[str] = []
     rc_msg = ""
 
-    def close(status: str | None) -> None:
+    def close(crashed: bool) -> None:
         assert current is not None
-        if status is None:
-            status = "errors" if errors else ("warnings" if warnings else "clean")
-        out[current] = SanitizerReport(tool=tool, status=status, errors=errors, warnings=warnings,  # type: ignore[arg-type]
+        err, warn, lines = findings("\n".join(chunk))
+        status = "errors" if err else ("crashed" if crashed else ("warnings" if warn else "clean"))
+        out[current] = SanitizerReport(tool=tool, status=status, errors=err, warnings=warn,  # type: ignore[arg-type]
                                        findings=lines[:MAX_FINDING_LINES], message=rc_msg)
 
     for raw in text.splitlines():
         line = raw.rstrip()
         if line.startswith(BEGIN):
             if current is not None:
-                close("crashed")
+                close(True)
             parts = line[len(BEGIN):].split(maxsplit=1)
             current = parts[1] if len(parts) > 1 else None
-            lines, errors, warnings, rc_msg = [], 0, 0, ""
-            continue
-        if line.startswith(END):
+            chunk, rc_msg = [], ""
+        elif line.startswith(END):
             m = re.search(r"status=(\S+)(?: (.*))?$", line)
             if current is not None:
                 if m and m.group(1) != "0":
                     rc_msg = f"attn_fwd returned {m.group(1)}" if m.group(1).lstrip("-").isdigit() else (m.group(2) or m.group(1))
-                close(None if not (m and m.group(1) == "fatal") else ("errors" if errors else "crashed"))
+                close(bool(m and m.group(1) == "fatal"))
             current = None
-            continue
-        if current is None or not line.startswith(_PREFIX.rstrip()):
-            continue
-        body = line[len(_PREFIX):] if line.startswith(_PREFIX) else ""
-        if not body.strip():
-            continue
-        lines.append(line)
-        if body[0].isspace() or body.startswith(_NOT_FINDINGS):
-            continue
-        if body.lower().startswith("warning"):
-            warnings += 1
-        else:
-            errors += 1
+        elif current is not None:
+            chunk.append(line)
     if current is not None:
-        close("crashed")
+        close(True)
     return {i: out[i] for i in ids if i in out}
+
+
+def _single(text: str, tool: str, sc_id: str) -> SanitizerReport | None:
+    """The report of a process that ran one scenario: every report line it printed is that scenario's
+    (the set-up before the call runs only torch's own kernels). None when the scenario never began."""
+    marked = parse_output(text, tool, [sc_id]).get(sc_id)
+    if marked is None:
+        return None
+    err, warn, lines = findings(text)
+    status = "errors" if err else ("crashed" if marked.status == "crashed" else ("warnings" if warn else "clean"))
+    return SanitizerReport(tool=tool, status=status, errors=err, warnings=warn,  # type: ignore[arg-type]
+                           findings=lines[:MAX_FINDING_LINES], message=marked.message)
 
 
 def run_sanitizer(tool: str, job: SanitizeJob, work_dir: Path, *, timeout_s: float,
                   exe: str | None = None) -> tuple[dict[str, SanitizerReport], float, str | None]:
-    """Sanitize ``job.scenarios`` with ``tool``: one process, restarted after a scenario that kills it.
+    """Sanitize ``job.scenarios`` with ``tool``. All of them run in one process; when it reports nothing and
+    every scenario ended, all are clean. Otherwise each scenario runs again in a process of its own, so that
+    every report is attributed to the scenario whose call caused it (the tool relays reports from the
+    process it watches: their order against the process's own markers is not guaranteed).
     Returns (reports by id, wall seconds, why it ended early or None). Raises ToolchainError when
     compute-sanitizer is missing."""
     exe = exe or find_compute_sanitizer()
     t0 = time.monotonic()
-    reports: dict[str, SanitizerReport] = {}
-    todo = list(job.scenarios)
-    ended: str | None = None
     env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    while todo and ended is None:
-        job_path = work_dir / f"sanitize-{len(reports)}.json"
-        job_path.write_text(job.model_copy(update={"scenarios": todo}).model_dump_json())
+    runs = 0
+
+    def run(scenarios: list[Scenario]) -> tuple[str, bool]:
+        nonlocal runs
+        runs += 1
+        job_path = work_dir / f"sanitize-{runs}.json"
+        job_path.write_text(job.model_copy(update={"scenarios": scenarios}).model_dump_json())
         left = timeout_s - (time.monotonic() - t0)
         proc = subprocess.Popen(command(exe, tool, job_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=env, cwd=str(REPO_ROOT), start_new_session=True)
+        timed_out = False
         try:
             text, _ = proc.communicate(timeout=max(left, 1.0))
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, 9)  # the tool and the Python process it started
             text, _ = proc.communicate()
-            ended = f"compute-sanitizer {tool} ran past {timeout_s:.0f} s"
+            timed_out = True
         with (work_dir / "sanitize.log").open("a") as fh:
             fh.write(text)
-        got = parse_output(text, tool, [s.id for s in todo])
-        reports.update(got)
-        if not got:  # nothing began: the process could not start (bad tool, driver, load error)
-            tail = "\n".join(text.strip().splitlines()[-5:])
-            ended = ended or f"compute-sanitizer {tool} ran no scenario: {tail[-600:]}"
-            break
-        todo = [s for s in todo if s.id not in reports]
-    for sc in todo:
-        reports[sc.id] = SanitizerReport(tool=tool, status="not_run", message=ended or "not run")  # type: ignore[arg-type]
+        return text, timed_out
+
+    ids = [s.id for s in job.scenarios]
+    reports: dict[str, SanitizerReport] = {}
+    ended: str | None = None
+    text, timed_out = run(job.scenarios)
+    together = parse_output(text, tool, ids)
+    errors, warnings, _ = findings(text)
+    if timed_out:
+        ended = f"compute-sanitizer {tool} ran past {timeout_s:.0f} s"
+    if not together and not timed_out:  # nothing began: the process could not start (tool, driver, load error)
+        tail = "\n".join(text.strip().splitlines()[-5:])
+        ended = f"compute-sanitizer {tool} ran no scenario: {tail[-600:]}"
+    elif not errors and not warnings and len(together) == len(ids) and all(r.status == "clean" for r in together.values()):
+        reports = together
+    elif not timed_out:
+        for sc in job.scenarios:
+            text, timed_out = run([sc])
+            rep = _single(text, tool, sc.id)
+            if rep is not None:
+                reports[sc.id] = rep
+            if timed_out:
+                ended = f"compute-sanitizer {tool} ran past {timeout_s:.0f} s"
+                break
+    for sid in ids:
+        if sid not in reports:
+            reports[sid] = SanitizerReport(tool=tool, status="not_run", message=ended or "not run")  # type: ignore[arg-type]
     return reports, round(time.monotonic() - t0, 2), ended
 
 

@@ -13,7 +13,19 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ToolchainError
-from harness.sanitize import BEGIN, END, command, find_compute_sanitizer, merge, parse_output, pick_scenarios, to_sanitize
+from harness.sanitize import (
+    BEGIN,
+    END,
+    SanitizeJob,
+    command,
+    find_compute_sanitizer,
+    findings,
+    merge,
+    parse_output,
+    pick_scenarios,
+    run_sanitizer,
+    to_sanitize,
+)
 from harness.scenarios import Scenario, load_suite
 from harness.verdict import ScenarioResult
 from harness.verify import VerifyOptions, run_order, worker_batch_end
@@ -63,10 +75,31 @@ def test_reports_are_attributed_to_the_scenario_between_the_markers() -> None:
     got = parse_output(RACECHECK, "racecheck", IDS)
     assert (got["a/one"].status, got["a/one"].errors, got["a/one"].warnings) == ("errors", 1, 1)
     assert got["a/two"].status == "errors" and got["a/two"].message.startswith("CUDA error: unspecified launch failure")
-    assert got["a/three"].status == "crashed" and got["a/three"].errors == 1  # begun, never ended: the process died
+    assert got["a/three"].status == "errors" and got["a/three"].errors == 1  # begun, never ended, with a report
+    died = f"{BEGIN} 0 a/one\n{END} 0 status=0\n{BEGIN} 1 a/two\n"
+    assert parse_output(died, "memcheck", IDS)["a/two"].status == "crashed"  # the process died, nothing reported
     only_warnings = f"{BEGIN} 0 a/one\n========= WARNING: Race reported between ...\n{END} 0 status=0\n"
     assert parse_output(only_warnings, "racecheck", IDS)["a/one"].status == "warnings"
     assert parse_output("========= Invalid __global__ read\n", "memcheck", IDS) == {}  # outside any scenario
+
+
+def test_whole_output_findings_count_reports_wherever_they_fall() -> None:
+    errors, warnings, lines = findings(MEMCHECK + RACECHECK)
+    assert (errors, warnings) == (2 + 3, 1) and lines[0].startswith("========= Invalid __global__ read")
+    assert not any("SUMMARY" in line or "COMPUTE-SANITIZER" in line for line in lines)
+
+
+def test_a_sanitized_process_that_cannot_start_leaves_every_scenario_not_run(tmp_path) -> None:
+    """The real target process (python -m harness.sanitize) under a stand-in for the tool that only drops the
+    tool's options: without a GPU it cannot start, and the run says so instead of reporting clean."""
+    tool = tmp_path / "compute-sanitizer"
+    tool.write_text("#!/bin/sh\nwhile [ \"$1\" != \"" + sys.executable + "\" ]; do shift; done\nexec \"$@\"\n")
+    tool.chmod(0o755)
+    job = SanitizeJob(candidate_lib=str(tmp_path / "missing.so"), scenarios=[_sc(), _sc(seqlen_q=7)])
+    reports, wall_s, ended = run_sanitizer("memcheck", job, tmp_path, timeout_s=120, exe=str(tool))
+    assert ended and "ran no scenario" in ended and "sanitize: cannot start" in ended
+    assert [r.status for r in reports.values()] == ["not_run", "not_run"] and wall_s > 0
+    assert "sanitize: cannot start" in (tmp_path / "sanitize.log").read_text()
 
 
 def test_merge_fails_correct_scenarios_with_errors_only() -> None:

@@ -17,14 +17,14 @@ from harness.scenarios import SUITES_DIR, Scenario, load_suite, original_refusal
 SHAPE = 'group = "g"\nbatch = 2\nseqlen = 130\nheads = [4, 2]\nhead_dim = 64\ncausal = true\n'
 
 
-def _suite(tmp_path: Path, *tables: str, name: str = "t") -> Path:
+def _suite(tmp_path: Path, *tables: str, name: str = "t", shape: str = SHAPE) -> Path:
     p = tmp_path / f"{name}.toml"
-    p.write_text(f'name = "{name}"\n' + "".join(f"\n[[scenario]]\n{SHAPE}{t}" for t in tables))
+    p.write_text(f'name = "{name}"\n' + "".join(f"\n[[scenario]]\n{shape}{t}" for t in tables))
     return p
 
 
-def _one(tmp_path: Path, extra: str) -> Scenario:
-    (sc,) = load_suite(str(_suite(tmp_path, extra))).scenarios
+def _one(tmp_path: Path, extra: str, shape: str = SHAPE) -> Scenario:
+    (sc,) = load_suite(str(_suite(tmp_path, extra, shape=shape))).scenarios
     return sc
 
 
@@ -193,3 +193,38 @@ def test_suites_keep_the_order_of_the_file(tmp_path) -> None:
     p = tmp_path / "o.toml"
     p.write_text(f'[[scenario]]\n{SHAPE}name = "first"\n[[grid]]\n{SHAPE}name = "second"\n[[scenario]]\n{SHAPE}name = "third"\n')
     assert [s.name for s in load_suite(str(p)).scenarios] == ["first", "second", "third"]
+
+
+def test_the_documented_examples_load(tmp_path) -> None:
+    """Every example of README's scenario block and of docs/checks.md's "Scenario fields" tables is a valid
+    scenario (with a shape the example does not fix)."""
+    from harness import REPO_ROOT
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", readme, re.S)
+    assert block and len(load_suite(str(_write(tmp_path, "readme", block.group(1)))).scenarios) == 1
+    doc = (REPO_ROOT / "docs" / "checks.md").read_text()
+    section = doc[doc.index("## Scenario fields"):doc.index("## How many timed samples")]
+    examples = re.findall(r"^\| `([a-z_]+)`(?: \([a-z]+\))? \| `([^`]+)` \|", section, re.M)
+    new_fields = {"softmax_scale", "inputs", "layout", "repeats", "fresh_process", "name"}
+    checked = 0
+    for key, example in examples:
+        if example.startswith("{"):  # a distribution: a value of inputs.q / inputs.k
+            tensor = "k" if "rising" in example else "q"
+            extra = f"inputs.{tensor} = {example}\n" + ('inputs.q = { dist = "constant", value = 1.0 }\n'
+                                                       if tensor == "k" else "")
+        elif example.startswith(("layout", "inputs")) or key in new_fields:
+            extra = example + "\n"
+        else:
+            continue
+        sc = _one(tmp_path, extra.replace("capacity = 64", "capacity = 200"),  # the shape has 130 keys
+                  shape=SHAPE.replace("head_dim = 64", "head_dim = 128"))
+        checked += 1
+        assert sc.id.startswith("g/b2-s130-h4x2-d128-causal-bf16"), example
+    assert checked >= 6 + 7 + 6
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / f"{name}.toml"
+    p.write_text(text)
+    return p
