@@ -266,11 +266,11 @@ class Runner:
             if rep_o.nonfinite or rep_o.lse_inf_mismatch:  # pragma: no cover - the original is verified
                 raise _Fail("wrong_output", "reference_tolerance", f"the ORIGINAL kernel failed on draw {draw} ({kind})")
             bad = judge(rep_c, tol_o, tol_lse, bufs.dtype)
-            label = kind if sc.inputs is None else f"{kind} draw, the scenario's inputs"
+            what = f"{kind} inputs" if sc.inputs is None else f"the scenario's inputs, {kind} for the others"
             if bad:
-                raise _Fail(bad[0], bad[1], f"{bad[2]} [draw {draw}: {label} inputs]")
+                raise _Fail(bad[0], bad[1], f"{bad[2]} [draw {draw}: {what}]")
             if inexact:
-                raise _Fail("wrong_output", "exactness", f"{inexact} [draw {draw}: {label} inputs]")
+                raise _Fail("wrong_output", "exactness", f"{inexact} [draw {draw}: {what}]")
             if draw == 0:
                 max_o = float(o_c.float().abs().nan_to_num(0).max().item()) if o_c.numel() else 0.0
                 tol0 = (timed_bound_o(tol_o, rep_o.max_abs_err_o, max(2 * max_o, 1.0), bufs.dtype),
