@@ -91,7 +91,7 @@ class LayoutSpec(BaseModel):
                 out.append(f"layout.{name}: capacity applies to kind 'cache' only")
             if t.kind == "cache" and t.capacity is not None and t.capacity <= sc.seqlen_k:
                 out.append(f"layout.{name}: cache capacity={t.capacity} must exceed seqlen_k={sc.seqlen_k}")
-        if "fill" in self.o.model_fields_set:
+        if self.o.fill != "nan":
             out.append("layout.o: an output's padding always holds poison (a write there fails guard_bands): no fill")
         if self.packed_qkv:
             if sc.seqlen_q != sc.seqlen_k:

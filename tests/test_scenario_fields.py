@@ -228,3 +228,16 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
     p = tmp_path / f"{name}.toml"
     p.write_text(text)
     return p
+
+
+def test_scenarios_travel_to_the_worker_and_the_sanitizer_unchanged() -> None:
+    """The parent sends scenarios as JSON (WorkerJob, SanitizeJob): every field survives the round trip."""
+    from harness.sanitize import SanitizeJob
+    from harness.worker import WorkerJob
+
+    full = load_suite("full").scenarios
+    job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=full, seed=1)
+    back = WorkerJob.model_validate_json(job.model_dump_json())
+    assert back.scenarios == full and [s.id for s in back.scenarios] == [s.id for s in full]
+    sjob = SanitizeJob(candidate_lib="c.so", scenarios=full[-50:])
+    assert SanitizeJob.model_validate_json(sjob.model_dump_json()).scenarios == full[-50:]
