@@ -168,3 +168,36 @@ def test_fresh_process_scenarios_run_first_and_end_a_worker_batch() -> None:
     assert worker_batch_end(order, 0) == 1  # b alone: d needs a new process
     assert worker_batch_end(order, 1) == 4  # d is first in its process, a and c follow
     assert worker_batch_end([a, c], 0) == 2
+
+
+def test_mcp_verify_kernel_takes_a_sanitizer_tool(tmp_path) -> None:
+    import anyio
+    from mcp.client import Client
+
+    from harness.config import Settings
+    from mcp_server.server import build_server
+    from tests.test_mcp_errors import call_tools, plain
+
+    server = build_server(Settings(workspace=tmp_path))
+
+    async def tools() -> list:  # type: ignore[type-arg]
+        async with Client(server) as client:
+            return (await client.list_tools()).tools
+
+    try:
+        (verify,) = [t for t in anyio.run(tools) if t.name == "verify_kernel"]
+    finally:
+        server.attnq_state.close()  # type: ignore[attr-defined]
+    prop = verify.input_schema["properties"]["sanitize"]
+    assert "compute-sanitizer" in prop["description"] and "off by default" in prop["description"]
+    assert {"memcheck", "racecheck", "initcheck", "synccheck"} <= set(json_enum(prop))
+    (bad,) = call_tools(tmp_path, [("verify_kernel", {"path": "k.cu", "sanitize": "valgrind"})])
+    assert plain(bad).startswith("[invalid_arguments] verify_kernel: sanitize")
+
+
+def json_enum(schema: dict) -> list:  # type: ignore[type-arg]
+    """The enum values of an optional Literal's JSON schema (``anyOf: [{enum}, {type: null}]``)."""
+    for part in schema.get("anyOf", [schema]):
+        if "enum" in part:
+            return part["enum"]
+    return []
