@@ -54,7 +54,7 @@ def exactness_failure(o: torch.Tensor, v: torch.Tensor, *, causal: bool) -> str 
         causal: bottom-right causal masking.
     Transient memory: a few fp32 copies of o and of v (the per-row range uses prefix maxima over the keys).
     """
-    b, sq, hq, d = o.shape
+    _, sq, hq, _ = o.shape
     sk, hk = v.shape[1], v.shape[2]
     heads = torch.arange(hq, device=o.device) // (hq // hk)
     n = visible_keys(sq, sk, causal, o.device)

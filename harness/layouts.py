@@ -121,7 +121,7 @@ def strides(sc: Scenario, spec: LayoutSpec | None = None) -> dict[str, tuple[int
     spec = spec or sc.layout or DENSE
     out = {}
     if spec.packed_qkv:
-        b, s, hq, d = _shape(sc, "q")
+        _, s, hq, d = _shape(sc, "q")
         total = hq + 2 * sc.num_heads_kv
         for n in ("q", "k", "v"):
             out[n] = (s * total * d, total * d, d)

@@ -34,7 +34,13 @@ from harness.config import Settings
 from harness.errors import NoGpuError, VerifyError
 from harness.logging import get_logger
 from harness.memory import device_total_bytes, refusal
-from harness.sanitize import SanitizeJob, find_compute_sanitizer, merge, run_sanitizer, to_sanitize
+from harness.sanitize import (
+    SanitizeJob,
+    find_compute_sanitizer,
+    merge,
+    run_sanitizer,
+    to_sanitize,
+)
 from harness.scenarios import Scenario, load_suite
 from harness.verdict import CHECKS, Flag, Goal, ScenarioResult, Verdict, geomean
 from harness.worker import WorkerJob

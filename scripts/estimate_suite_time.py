@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.scenarios import Scenario, load_suite  # noqa: E402
+from harness.scenarios import Scenario, load_suite
 
 TILE_US = 14.4
 SMS = 132

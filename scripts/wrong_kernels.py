@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import ORIGINAL_KERNEL  # noqa: E402
-from harness.inputs import Constant  # noqa: E402
-from harness.layouts import differs_from_dense  # noqa: E402
-from harness.scenarios import Scenario, load_suite  # noqa: E402
+from harness import ORIGINAL_KERNEL
+from harness.inputs import Constant
+from harness.layouts import differs_from_dense
+from harness.scenarios import Scenario, load_suite
 
 _DENSE_KV = [
     (f"a.{t}_{s}_stride = p->{t}_{s}_stride;", f"a.{t}_{s}_stride = {dense};  /* BUG: strides ignored */")

@@ -41,7 +41,7 @@ def _naive(p: Any, *, k: Any = None, v: Any = None, kv_head: Any = None, scale: 
     q = p.q.float()
     k = (p.k if k is None else k).float()
     v = (p.v if v is None else v).float()
-    b, sq, hq, d = q.shape
+    sq, hq = q.shape[1], q.shape[2]
     sk, hk = k.shape[1], k.shape[2]
     heads = torch.arange(hq) // (hq // hk) if kv_head is None else kv_head(torch.arange(hq), hq, hk)
     s = torch.einsum("bihd,bjhd->bhij", q, k[:, :, heads]) * (p.scale if scale is None else scale)
@@ -112,7 +112,7 @@ def test_an_fp16_accumulator_overflows_on_the_constant_values() -> None:
 
 def test_dense_kv_strides_fail_the_cache_and_strided_layouts() -> None:
     def dense_strides(p: Any) -> None:
-        b, sk, hk, d = p.k.shape
+        _, sk, hk, d = p.k.shape
         dense = (sk * hk * d, hk * d, d, 1)
         k = torch.as_strided(p.k, p.k.shape, dense, p.k.storage_offset())
         v = torch.as_strided(p.v, p.v.shape, dense, p.v.storage_offset())

@@ -26,7 +26,8 @@ BF, FP = torch.bfloat16, torch.float16
 
 
 def _sc(**kw: Any) -> Scenario:
-    base = dict(group="t", batch=2, seqlen_q=40, seqlen_k=40, num_heads_q=4, num_heads_kv=2, head_dim=64, causal=True)
+    base = {"group": "t", "batch": 2, "seqlen_q": 40, "seqlen_k": 40, "num_heads_q": 4, "num_heads_kv": 2,
+            "head_dim": 64, "causal": True}
     return Scenario(**(base | kw))
 
 

@@ -107,7 +107,7 @@ def test_merge_fails_correct_scenarios_with_errors_only() -> None:
     results = [ScenarioResult(id=i, group="a", flops=1.0, correct=True) for i in IDS]
     results.append(ScenarioResult(id="a/four", group="a", flops=1.0, correct=True))
     merge(results, got)
-    one, two, three, four = results
+    one, two, _, four = results
     assert one.correct and one.sanitizer.status == "clean" and four.sanitizer is None
     assert not two.correct and (two.failure_kind, two.check) == ("sanitizer_error", "sanitizer")
     assert two.message.startswith("compute-sanitizer memcheck: 2 error reports: Invalid __global__ read of size 16")
@@ -118,7 +118,8 @@ def test_merge_fails_correct_scenarios_with_errors_only() -> None:
 
 
 def _sc(**kw) -> Scenario:
-    base = dict(group="g", batch=1, seqlen_q=100, seqlen_k=100, num_heads_q=2, num_heads_kv=2, head_dim=64, causal=False)
+    base = {"group": "g", "batch": 1, "seqlen_q": 100, "seqlen_k": 100, "num_heads_q": 2, "num_heads_kv": 2,
+            "head_dim": 64, "causal": False}
     return Scenario(**(base | kw))
 
 
@@ -157,7 +158,7 @@ def test_cli_refuses_an_unknown_tool_and_options_default_off() -> None:
     assert VerifyOptions().sanitize is None
     assert VerifyOptions(sanitize="initcheck").sanitize == "initcheck"
     out = subprocess.run([sys.executable, "-m", "attnq", "verify", "kernels/attn_original.cu", "--sanitize", "valgrind"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, check=False)
     assert out.returncode == 2 and "invalid choice: 'valgrind'" in out.stderr
 
 

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from harness.errors import InputError
-from harness.inputs import Constant, HeadTagged, HighDims, Large, Normal, Rising, Uniform
+from harness.inputs import (
+    Constant,
+    HeadTagged,
+    HighDims,
+    Large,
+    Normal,
+    Rising,
+    Uniform,
+)
 from harness.memory import GIB, estimate_peak_bytes
 from harness.scenarios import SUITES_DIR, Scenario, load_suite, original_refusals
 
@@ -201,11 +209,11 @@ def test_the_documented_examples_load(tmp_path) -> None:
     from harness import REPO_ROOT
 
     readme = (REPO_ROOT / "README.md").read_text()
-    block = re.search(r"```toml\n(.*?)```", readme, re.S)
+    block = re.search(r"```toml\n(.*?)```", readme, re.DOTALL)
     assert block and len(load_suite(str(_write(tmp_path, "readme", block.group(1)))).scenarios) == 1
     doc = (REPO_ROOT / "docs" / "checks.md").read_text()
     section = doc[doc.index("## Scenario fields"):doc.index("## How many timed samples")]
-    examples = re.findall(r"^\| `([a-z_]+)`(?: \([a-z]+\))? \| `([^`]+)` \|", section, re.M)
+    examples = re.findall(r"^\| `([a-z_]+)`(?: \([a-z]+\))? \| `([^`]+)` \|", section, re.MULTILINE)
     new_fields = {"softmax_scale", "inputs", "layout", "repeats", "fresh_process", "name"}
     checked = 0
     for key, example in examples:
