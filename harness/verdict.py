@@ -19,17 +19,20 @@ CHECKS = (
     "abi",                  # compile/load: attn_fwd and attn_abi_version exported, ABI version matches
     "build_hash",           # the verdict names the sha256 of the exact library checked and timed
     "worker_isolation",     # fresh process; crash, hang, illegal address end in a verdict, harness goes on
+    "memory_guard",         # a scenario's peak memory is estimated; one that cannot fit is refused before allocation
     "launch_status",        # attn_fwd returned nonzero (unsupported) or the launch failed
     "poisoned_output",      # o and lse poisoned with a NaN payload before every call: all must be written
     "input_integrity",      # q, k, v bit-identical after the call
     "guard_bands",          # poisoned regions around q, k, v, o and lse untouched after every call
-    "determinism",          # two calls on the same inputs give bit-identical o and lse (else: a race)
+    "determinism",          # repeated calls (scenario `repeats`, default 2) on the same inputs give identical bits
     "finite_output",        # no NaN/Inf in o; lse finite except +inf exactly on rows that see no key
     "reference_tolerance",  # FlashAttention's rule: err <= 2 * original's err + floor; relative bound per dtype
+    "exactness",            # one visible key returns its v exactly; no key gives 0; o within [min v, max v] of its keys
     "fresh_inputs",         # every timed call sees new random inputs (no replay by pointer or content)
     "timed_output",         # the output of every timed call is compared with the original's on those inputs
     "stream_timing",        # events on the legacy default stream + host wall-clock cross-check
     "physical_peak",        # candidate TFLOP/s above SMs x 4096 FLOP/clk x max clock is an error
+    "sanitizer",            # --sanitize TOOL: compute-sanitizer memcheck/racecheck/initcheck/synccheck findings
 )
 
 #: Why a scenario failed. ``None`` on a correct scenario.
@@ -48,6 +51,8 @@ FailureKind = Literal[
     "timeout",            # the scenario exceeded its time limit (hang)
     "impossible_speed",   # throughput above the device's physical peak
     "not_run",            # the run ended before this scenario (an earlier crash, the whole-run timeout)
+    "out_of_memory",      # the memory guard: the scenario's estimated peak exceeds the device's free memory
+    "sanitizer_error",    # compute-sanitizer reported errors in the candidate's calls (--sanitize)
 ]
 
 
@@ -80,6 +85,17 @@ class PhaseTimes(BaseModel):
     timed_gpu_s: float = Field(default=0.0, description="of timing_s: GPU time inside the timed events (all kernels)")
 
 
+class SanitizerReport(BaseModel):
+    """compute-sanitizer's findings on one scenario (``attnq verify --sanitize TOOL``)."""
+
+    tool: Literal["memcheck", "racecheck", "initcheck", "synccheck"]
+    status: Literal["clean", "errors", "warnings", "not_run", "crashed"]
+    errors: int = Field(default=0, description="error reports of the tool during the candidate's call")
+    warnings: int = 0
+    findings: list[str] = Field(default_factory=list, description="the first report lines, as the tool printed them")
+    message: str = ""
+
+
 class ScenarioResult(BaseModel):
     """One scenario's outcome."""
 
@@ -105,13 +121,14 @@ class ScenarioResult(BaseModel):
                                   "(compute) or achieved bandwidth over the HBM bandwidth (memory)")
     vs_anchor: dict[str, float] = Field(default_factory=dict, description="anchor median / candidate median")
     phases: PhaseTimes | None = Field(default=None, description="the harness's own time on this scenario")
+    sanitizer: SanitizerReport | None = Field(default=None, description="compute-sanitizer's findings (--sanitize)")
 
 
 class Flag(BaseModel):
     """Something the caller should look at even when all scenarios are correct."""
 
     kind: Literal["above_physical_peak", "above_measured_peak", "suspicious_jump", "noisy_timing",
-                  "work_outside_stream", "stale_original_cache"]
+                  "work_outside_stream", "stale_original_cache", "sanitizer_incomplete"]
     message: str
     scenario_id: str | None = None
 
@@ -153,6 +170,7 @@ class Verdict(BaseModel):
     hbm_tbps: float | None = Field(default=None, description="HBM bandwidth behind each memory bound, TB/s")
     original_timing: Literal["measured", "cached", "none"] = "measured"
     checks: list[str] = Field(default_factory=list, description="named checks that ran")
+    sanitizer_tool: str | None = Field(default=None, description="the compute-sanitizer tool run (--sanitize), if any")
     seed_draws: int = Field(default=2, description="random input draws per scenario")
     wall_s: float = Field(default=0.0, description="whole verification, compiles included, s")
     compile_s: float = Field(default=0.0, description="of which compiling the candidate and the original, s")

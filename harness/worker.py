@@ -19,7 +19,6 @@ import ctypes
 import functools
 import hashlib
 import json
-import math
 import os
 import statistics
 import sys
@@ -32,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from harness.anchors import AnchorName, check_worker_anchors, fa3_runner
 from harness.buffers import Buffers
+from harness.memory import worker_refusal
 from harness.scenarios import Scenario
 from harness.verdict import ErrorStats, PhaseTimes, ScenarioResult, TimingStats
 
@@ -156,6 +156,10 @@ class Runner:
         dtype = torch.bfloat16 if sc.dtype == "bf16" else torch.float16
         gen = torch.Generator(device="cuda")
         gen.manual_seed((self.job.seed * 1_000_003 + index) % (1 << 63))
+        too_big = worker_refusal(torch, sc, self.job.gpu)  # the memory guard, before any allocation
+        if too_big:
+            base.failure_kind, base.check, base.message = "out_of_memory", "memory_guard", too_big
+            return base
         bufs = Buffers(torch, sc, dtype)
         base.phases = self.phases = PhaseTimes()
         try:
@@ -207,6 +211,7 @@ class Runner:
     def _check(self, sc: Scenario, bufs: Buffers, gen: Any) -> tuple[ErrorStats, tuple[float, float]]:
         """Correctness over ``draws`` fresh input draws. Returns worst errors and the draw-0 tolerances."""
         from harness.checks import bits_equal, count_poison, error_report, judge, poison_, timed_bound_o, tolerances
+        from harness.exactness import exactness_failure
         from harness.reference import attention_reference
 
         torch = self.torch
@@ -217,20 +222,21 @@ class Runner:
             # draw 0: contiguous q/o and the default scale; later draws: q and o with a padded head
             # stride (the ABI's strides must be honoured) and a softmax_scale drawn in [0.5, 1.5] x default
             bufs.set_layout(strided=draw > 0, scale_factor=1.0 if draw == 0 else 0.5 + float(
-                torch.rand((), generator=gen, device="cuda").item()))
+                torch.rand((), generator=gen, device=gen.device).item()))
             bufs.fill_inputs(gen, kind)
             q0, k0, v0 = bufs.q.clone(), bufs.k.clone(), bufs.v.clone()
             o_c, lse_c = poison_(bufs.o_c), poison_(bufs.lse_c)
             self.call(self.cand, self._params((o_c, lse_c), bufs, sc, self.cand), "candidate")
             self.sync()
-            if draw == 0:  # determinism: a second call on the same inputs must give the same bits
+            for rep in range(1, sc.repeats if draw == 0 else 1):  # determinism: sc.repeats calls, same bits
                 o2, l2 = poison_(torch.empty_like(o_c)), poison_(torch.empty_like(lse_c))
                 self.call(self.cand, self._params((o2, l2), bufs, sc, self.cand), "candidate")
                 self.sync()
                 if not (bits_equal(o2, o_c) and bits_equal(l2, lse_c)):
                     d = (o2.float() - o_c.float()).abs().nan_to_num(0).max().item()
                     raise _Fail("nondeterministic", "determinism",
-                                f"two calls on the same inputs differ (max |diff| {d:.3g}): a race (missing barrier?)")
+                                f"call {rep + 1} of {sc.repeats} on the same inputs differs from the first (max |diff| "
+                                f"{d:.3g}): a race (missing barrier?)")
                 del o2, l2
             if not (bits_equal(bufs.q, q0) and bits_equal(bufs.k, k0) and bits_equal(bufs.v, v0)):
                 raise _Fail("inputs_modified", "input_integrity", "q, k or v changed during the call")
@@ -249,6 +255,7 @@ class Runner:
             self.sync()
             rep_o = error_report(o_o, lse_o, o_ref, lse_ref)
             rep_c = error_report(o_c, lse_c, o_ref, lse_ref)
+            inexact = exactness_failure(o_c, v0, causal=sc.causal)  # judged after the reference checks
             tol_o, tol_lse = tolerances(rep_o, o_ref, lse_ref)
             for t in (o_ref, lse_ref, o_o, lse_o):
                 t.zero_()
@@ -260,8 +267,11 @@ class Runner:
             if rep_o.nonfinite or rep_o.lse_inf_mismatch:  # pragma: no cover - the original is verified
                 raise _Fail("wrong_output", "reference_tolerance", f"the ORIGINAL kernel failed on draw {draw} ({kind})")
             bad = judge(rep_c, tol_o, tol_lse, bufs.dtype)
+            what = f"{kind} inputs" if sc.inputs is None else f"the scenario's inputs, {kind} for the others"
             if bad:
-                raise _Fail(bad[0], bad[1], f"{bad[2]} [draw {draw}: {kind} inputs]")
+                raise _Fail(bad[0], bad[1], f"{bad[2]} [draw {draw}: {what}]")
+            if inexact:
+                raise _Fail("wrong_output", "exactness", f"{inexact} [draw {draw}: {what}]")
             if draw == 0:
                 max_o = float(o_c.float().abs().nan_to_num(0).max().item()) if o_c.numel() else 0.0
                 tol0 = (timed_bound_o(tol_o, rep_o.max_abs_err_o, max(2 * max_o, 1.0), bufs.dtype),
@@ -371,7 +381,7 @@ def _sdpa_runner(torch: Any, sc: Scenario, bufs: Buffers, backend: str) -> Any:
 
     be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[backend]
     q, k, v = (t.transpose(1, 2) for t in (bufs.q, bufs.k, bufs.v))
-    kwargs: dict[str, Any] = {"scale": 1.0 / math.sqrt(sc.head_dim)}
+    kwargs: dict[str, Any] = {"scale": bufs.scale}
     if sc.num_heads_q != sc.num_heads_kv:
         kwargs["enable_gqa"] = True
     if sc.causal:

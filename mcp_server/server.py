@@ -238,6 +238,10 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
                         "flash_attn_interface; get_task lists the anchors available)")] = [],  # noqa: B006
         scenario_ids: Annotated[list[str] | None, Field(
             description="run only these scenario ids of the suite (e.g. the failed ones); default: all")] = None,
+        sanitize: Annotated[Literal["memcheck", "racecheck", "initcheck", "synccheck"] | None, Field(
+            description="also run compute-sanitizer with this tool over the candidate on a few small scenarios "
+                        "(out-of-bounds/misaligned accesses, shared-memory races, uninitialized reads, barrier "
+                        "misuse); findings fail the scenario with check `sanitizer`. Slow: off by default")] = None,
         detail: DetailArg = "auto",
     ) -> JobStatus:
         """Verify and time a candidate on an NVIDIA GPU: compile, check every scenario of the suite against an
@@ -256,7 +260,7 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
         options = hv.VerifyOptions(
             suite=suite_name, anchors=list(anchors), arch=settings.arch, gpu=settings.gpu,
             goal_speedup=settings.goal_speedup, goal_against=settings.goal_anchor or "original",
-            scenario_ids=scenario_ids or None,
+            scenario_ids=scenario_ids or None, sanitize=sanitize,
         )
         source_text = full.read_text(encoding="utf-8", errors="replace")
         rel = state.rel(full)

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
 #   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq fastna
-#                                           fa3 prodfa3 cand mcp report evolve evolve2 export
+#                                           fa3 prodfa3 cand mcp report evolve evolve2 export bugs sanitize
 #   report: after fastq/fast/quick, the roofline fields of that verdict and `attnq report` on it (needs matplotlib)
+#   bugs: the original and kernels/attn_fast.cu on the `bugs` suite; the wrong variants of
+#         scripts/wrong_kernels.py on it (each must fail the bug scenarios written for it)
+#   sanitize: `attnq verify --sanitize TOOL` (compute-sanitizer) on a few bug scenarios: the original with
+#         every tool, the fast kernel with memcheck and racecheck, two corpus faults that must be reported
 #   cand: CANDIDATE="a.cu [b.cu ...]" — GPU tests (tests/gpu/test_fast.py) on each in turn; the first that
 #         passes gets `attnq verify --suite full --anchors $ANCHORS` (recorded in the campaign store;
 #         ANCHORS default fa3,cudnn,flash when FlashAttention-3 imports, else flash,cudnn)
@@ -69,6 +73,27 @@ for step in $steps; do
         verify_to "wrong_$b" "$b (full)" "/tmp/wrong/$b.cu" --suite full --no-record
         note "   $(python3 scripts/wrong_kernels.py check $b "$OUT/logs/wrong_$b.json")"
       done ;;
+    bugs)
+      verify_to original_bugs "original bugs" kernels/attn_original.cu --suite bugs --no-record
+      verify_to fast_bugs "fast bugs" kernels/attn_fast.cu --suite bugs --no-record
+      python3 scripts/wrong_kernels.py make /tmp/wrong > /dev/null
+      for b in ${BUG_VARIANTS:-wrong_gqa hardcoded_scale ignored_kv_strides log2_lse unguarded_tail}; do
+        verify_to "wrong_$b" "$b (bugs)" "/tmp/wrong/$b.cu" --suite bugs --no-record
+        note "   $(python3 scripts/wrong_kernels.py check $b "$OUT/logs/wrong_$b.json")"
+      done ;;
+    sanitize)
+      # the scenarios --sanitize picks from the bugs suite, so that the verification part stays short
+      ids=$(python3 -c "from harness.sanitize import pick_scenarios; from harness.scenarios import load_suite
+print(' '.join('--scenario ' + s.id for s in pick_scenarios(load_suite('bugs').scenarios)))")
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
+        verify_to "sanitize_original_$tool" "original --sanitize $tool" kernels/attn_original.cu --suite bugs $ids --sanitize "$tool" --no-record
+      done
+      for tool in memcheck racecheck; do
+        verify_to "sanitize_fast_$tool" "fast --sanitize $tool" kernels/attn_fast.cu --suite bugs $ids --sanitize "$tool" --no-record
+      done
+      # must be reported: an out-of-bounds write past o (memcheck) and a missing __syncthreads (racecheck)
+      verify_to sanitize_oob "oob_write_past_o --sanitize memcheck" tests/adversarial/oob_write_past_o.cu --suite bugs $ids --sanitize memcheck --no-record
+      verify_to sanitize_race "race_missing_sync --sanitize racecheck" tests/adversarial/race_missing_sync.cu --suite bugs $ids --sanitize racecheck --no-record ;;
     faults)
       for spec in infinite_loop illegal_address abort_on_head_dim; do
         verify_to "fault_$spec" "$spec (quick)" "tests/adversarial/$spec.cu" --suite quick --scenario-timeout 15 --no-record
