@@ -163,7 +163,8 @@ def nvcc_version(nvcc: str, cache_dir: Path | None = None) -> str:
             known = {}
     if stamp not in known:
         try:
-            proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False)
+            proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, encoding="utf-8",
+                                  errors="replace", timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ToolchainError(f"`{nvcc} --version` failed: {exc}") from None
         lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
@@ -214,12 +215,13 @@ def parse_diagnostics(text: str) -> list[Diagnostic]:
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     seen: set[tuple] = set()
-    for raw in text.splitlines():
+    lines = text.splitlines()
+    for i, raw in enumerate(lines):
         line = raw.rstrip()
         d = None
         if m := _CUDAFE_RE.match(line):
             d = Diagnostic(file=m["file"], line=int(m["line"]), severity="warning" if m["sev"] == "warning" else "error",
-                           message=m["msg"].strip())
+                           message=m["msg"].strip(), column=_caret_column(lines[i + 1:i + 3]))
         elif m := _GCC_RE.match(line):
             d = Diagnostic(file=m["file"], line=int(m["line"]), column=int(m["col"]) if m["col"] else None,
                            severity="warning" if m["sev"] == "warning" else "error", message=m["msg"].strip())
@@ -233,6 +235,20 @@ def parse_diagnostics(text: str) -> list[Diagnostic]:
             seen.add(key)
             (errors if d.severity == "error" else warnings).append(d)
     return errors + warnings
+
+
+_CARET_RE = re.compile(r"^ *\^\s*$")
+
+
+def _caret_column(following: list[str]) -> int | None:
+    """The 1-based column of a cudafe diagnostic from the two lines after it, or None.
+
+    cudafe prints the offending source line indented by two spaces (a tab shown as one space) and,
+    under it, a caret at the column: ``  int y = undefined_thing;`` / ``          ^``.
+    """
+    if len(following) == 2 and following[0].startswith("  ") and _CARET_RE.match(following[1]):
+        return max(1, following[1].index("^") - 1)
+    return None
 
 
 _ABI_ERROR_MARK = "ABI version does not match"
@@ -291,6 +307,8 @@ def _read_source(path: str | Path) -> tuple[Path, bytes]:
     data = p.read_bytes()
     if not data.strip():
         raise InputError(f"{path}: the file is empty")
+    if b"\0" in data:
+        raise InputError(f"{path}: contains NUL bytes, so it is not CUDA source text (a binary file?)")
     return p.resolve(), data
 
 
@@ -331,6 +349,41 @@ def _cache_key(data: bytes, headers: list[Path], flags: list[str], version: str,
     return h.hexdigest()
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - someone else's process
+        return True
+    return True
+
+
+def sweep_stale_builds(cache_dir: Path, *, max_age_s: float = 2 * NVCC_TIMEOUT_S) -> list[Path]:
+    """Remove build temp dirs (``.tmp-<key>-<pid>-<hex>``) left by a process that died mid-build (kill -9).
+
+    A temp dir is stale when its pid no longer runs, or when it is older than ``max_age_s`` (a reused
+    pid); a live build's dir is never touched. Returns the removed paths.
+    """
+    removed = []
+    now = time.time()
+    for d in cache_dir.glob(".tmp-*"):
+        parts = d.name.split("-")
+        try:
+            pid = int(parts[2])
+            age_s = now - d.stat().st_mtime
+        except (IndexError, ValueError, OSError):
+            continue
+        if pid == os.getpid() and age_s < max_age_s:
+            continue
+        if not _pid_alive(pid) or age_s > max_age_s:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    if removed:
+        log.info("stale_builds_removed", count=len(removed), cache_dir=str(cache_dir))
+    return removed
+
+
 def _from_cache(entry: Path, source: Path, started: float) -> CompileResult | None:
     facts, lib = entry / FACTS_NAME, entry / LIBRARY_NAME
     if not (facts.is_file() and lib.is_file()):
@@ -369,8 +422,10 @@ def _owned_predicate(nvcc: str) -> Callable[[str], bool]:
 def _run_nvcc(argv: list[str], timeout_s: float, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run nvcc in its own process group; on timeout kill the group (cicc/ptxas too) -> CompileError."""
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
-                                start_new_session=True)
+        # nvcc echoes the candidate's bytes (preprocessed output, diagnostics quoting a source line), which
+        # need not be UTF-8 (a Latin-1 string literal is valid C++): undecodable bytes become U+FFFD
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                                errors="replace", cwd=cwd, start_new_session=True)
     except OSError as exc:
         raise ToolchainError(f"cannot run nvcc ({argv[0]}): {exc}") from None
     try:
@@ -441,6 +496,7 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
         raise_violations(scan_preprocessed(pre.stdout, _owned_predicate(nvcc)))
 
     cache_dir.mkdir(parents=True, exist_ok=True)
+    sweep_stale_builds(cache_dir)
     tmp = cache_dir / f".tmp-{key[:16]}-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
     try:

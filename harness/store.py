@@ -92,6 +92,8 @@ CREATE TABLE IF NOT EXISTS human_questions (
     text TEXT NOT NULL, normalized TEXT NOT NULL, triggers_json TEXT NOT NULL, layer TEXT);
 CREATE TABLE IF NOT EXISTS promoted_questions (
     question_id TEXT PRIMARY KEY, updated_at TEXT NOT NULL, question_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS demoted_questions (
+    question_id TEXT PRIMARY KEY, demoted_at TEXT NOT NULL, reason TEXT NOT NULL, question_json TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS attempts_campaign ON attempts (campaign_id, seq);
 CREATE INDEX IF NOT EXISTS questions_campaign ON questions_asked (campaign_id, id);
 """
@@ -582,3 +584,27 @@ class CampaignStore:
         """Promoted questions as dicts, by id."""
         return [_load(r["question_json"]) for r in
                 self._query("SELECT question_json FROM promoted_questions ORDER BY question_id")]
+
+    def demote_promoted(self, question_id: str, reason: str) -> dict[str, Any] | None:
+        """Take a promoted question out of the bank, in one transaction, and remember it as demoted.
+
+        Returns the demoted question (a dict), or None when no promoted question has this id. The
+        people's records of it (``human_questions``) stay: they are the campaign's history.
+        """
+        now = utc_now()
+
+        def write(cur: sqlite3.Cursor) -> dict[str, Any] | None:
+            row = cur.execute("SELECT question_json FROM promoted_questions WHERE question_id = ?",
+                              (question_id,)).fetchone()
+            if row is None:
+                return None
+            cur.execute("DELETE FROM promoted_questions WHERE question_id = ?", (question_id,))
+            cur.execute("INSERT OR REPLACE INTO demoted_questions VALUES (?,?,?,?)", (question_id, now, reason, row[0]))
+            return dict(_load(row[0]))
+
+        return self._write(write)
+
+    def demoted(self) -> list[dict[str, Any]]:
+        """Demoted questions, oldest first: ``{"question": {...}, "demoted_at": ISO, "reason": str}``."""
+        return [{"question": _load(r["question_json"]), "demoted_at": r["demoted_at"], "reason": r["reason"]}
+                for r in self._query("SELECT * FROM demoted_questions ORDER BY demoted_at, question_id")]

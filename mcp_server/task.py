@@ -94,15 +94,17 @@ def goal(state: ServerState) -> GoalInfo:
 
 
 def best_attempt(state: ServerState) -> BestAttempt | None:
-    """Best correct attempt of the active campaign (highest geomean), else the latest attempt."""
+    """The active campaign's best verified attempt: correct, highest geomean, earliest on ties
+    (questions.triggers.best_attempt, the rule campaign_status uses too); None when there is none yet,
+    whatever failed or errored attempts were recorded."""
     store = state.store_if_available()
     if store is None:
         return None
-    attempts: list[Any] = store.attempts(with_source=False)
-    if not attempts:
+    from questions.triggers import best_attempt as best_of
+
+    best = best_of(store.attempts(with_source=False))
+    if best is None:
         return None
-    correct = [a for a in attempts if a.status == "correct" and a.geomean_speedup is not None]
-    best = max(correct, key=lambda a: a.geomean_speedup) if correct else attempts[-1]
     return BestAttempt(kernel=best.source_path, source_sha256=best.source_sha256,
                        geomean_speedup=best.geomean_speedup, status=best.status,
                        suite=best.verdict.suite if best.verdict is not None else None)

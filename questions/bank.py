@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from harness.errors import QuestionBankError
+from questions.text import describe_char, unsafe_char
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.config import Settings
@@ -81,6 +82,8 @@ class Question(BaseModel):
     @classmethod
     def _one_question(cls, v: str) -> str:
         v = " ".join(v.split())
+        if bad := [ch for ch in v if unsafe_char(ch)]:
+            raise ValueError(f"text contains {describe_char(bad[0])}, a control or direction-override character")
         if not v.endswith("?") or v.count("?") != 1:
             raise ValueError(f"text must be ONE question ending in '?': {v!r}")
         if len(v) > MAX_TEXT_CHARS:
@@ -268,6 +271,14 @@ def dumps_toml(questions: Sequence[Question]) -> str:
     return "\n".join(parts)
 
 
+def dumps_bank(bank: Bank, fmt: Literal["toml", "json"]) -> str:
+    """The bank as the text of a ``.toml`` or ``.json`` bank file (what :func:`export_bank` writes)."""
+    if fmt == "json":
+        return json.dumps({"questions": [q.model_dump(mode="json", exclude={"origin"}, exclude_none=True)
+                                         for q in bank.questions]}, indent=2, ensure_ascii=False) + "\n"
+    return dumps_toml(bank.questions)
+
+
 def export_bank(bank: Bank, path: str | Path, *, fmt: Literal["toml", "json"] | None = None) -> Path:
     """Write ``bank`` to ``path`` as TOML or JSON (by ``fmt`` or the suffix). Returns the path.
 
@@ -276,14 +287,9 @@ def export_bank(bank: Bank, path: str | Path, *, fmt: Literal["toml", "json"] | 
     """
     p = Path(path)
     kind = fmt or p.suffix.lstrip(".")
-    qs = bank.questions
-    if kind == "json":
-        text = json.dumps({"questions": [q.model_dump(mode="json", exclude={"origin"}, exclude_none=True)
-                                         for q in qs]}, indent=2, ensure_ascii=False) + "\n"
-    elif kind == "toml":
-        text = dumps_toml(qs)
-    else:
+    if kind not in ("toml", "json"):
         raise QuestionBankError(f"{p}: export format must be toml or json")
+    text = dumps_bank(bank, kind)  # type: ignore[arg-type]
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")

@@ -41,6 +41,11 @@ from questions.bank import Trigger
 #: Error codes that say nothing about the candidate: skipped by the failure streak.
 ENVIRONMENT_ERROR_CODES = frozenset({"no_gpu", "toolchain_missing", "input_error", "outside_workspace",
                                      "verify_error", "store_error"})
+#: Error codes of a verification that never judged the candidate (no GPU here, no toolchain, a bad path,
+#: suite or scenario id, an unusable store): recorded as an event, not as an attempt, so they never feed
+#: the stall trigger (questions.reflect.on_attempt). ``verify_error`` is not among them: a candidate whose
+#: library kills the worker while loading ends that way too.
+NOT_ATTEMPT_CODES = frozenset({"no_gpu", "toolchain_missing", "input_error", "outside_workspace", "store_error"})
 NEAR_IDENTICAL_RATIO = 0.98
 CONCENTRATION_SHARE = 0.5
 CONCENTRATION_SCENARIO_FRACTION = 0.10

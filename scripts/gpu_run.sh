@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
-#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq fastna cand mcp
+#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa aa_cover quick wrong faults adversarial
+#                                                  corpus fast fastq fastna cand mcp   (default: info tests original aa quick wrong)
+#   aa_cover: the A/A run of `aa` with ATTNQ_HOST_COVER_ALL=1 (the anchors' host-path GPU spin before the
+#         candidate's and the original's timed calls too); compare its spread with `aa`'s
+#   corpus: the CPU corpus test with every adversarial kernel built (ATTNQ_TEST_FULL_CORPUS=1)
 #   cand: CANDIDATE="a.cu [b.cu ...]" — GPU tests (tests/gpu/test_fast.py) on each in turn; the first that
 #         passes gets `attnq verify --suite full --anchors flash,cudnn` (recorded in the campaign store)
 # Logs and JSON verdicts go under $OUT (default ./gpu-out). Wheels the box lacks travel in .whl/
 # (see ../shared/gpu/fetch-wheels.sh); they are installed to /tmp/site first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+STEPS="info tests original aa aa_cover quick wrong faults adversarial corpus fast fastq fastna cand mcp"
+case "${1:-}" in -h|--help|help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
+for step in "$@"; do
+  case " $STEPS " in *" $step "*) ;; *) echo "gpu_run.sh: unknown step '$step'; steps: $STEPS (--help)" >&2; exit 2 ;; esac
+done
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT/logs"
 export PYTHONUNBUFFERED=1 ATTNQ_LOG_LEVEL=${ATTNQ_LOG_LEVEL:-warning}
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -43,6 +52,18 @@ for step in $steps; do
         i=$((i + 1))
         ATTNQ_WORKSPACE=/tmp/aa verify_to "aa_$i" "A/A run $i ($suite)" /tmp/aa/attn_original_copy.cu --suite "$suite" --no-record
       done ;;
+    aa_cover)
+      mkdir -p /tmp/aa && cp kernels/attn_original.cu /tmp/aa/attn_original_copy.cu
+      i=0
+      for suite in ${AA_SUITES:-full full full}; do
+        i=$((i + 1))
+        ATTNQ_HOST_COVER_ALL=1 ATTNQ_WORKSPACE=/tmp/aa verify_to "aa_cover_$i" "A/A run $i, host cover on all ($suite)" \
+          /tmp/aa/attn_original_copy.cu --suite "$suite" --no-record
+      done ;;
+    corpus)
+      ATTNQ_TEST_FULL_CORPUS=1 python3 -m pytest -q tests/test_adversarial_static.py -p no:cacheprovider 2>&1 \
+        | tee "$OUT/logs/corpus.log" | tail -5
+      note "corpus (all kernels built): $(tail -1 "$OUT/logs/corpus.log")" ;;
     quick)
       verify_to quick quick kernels/attn_original.cu --suite quick --no-record ;;
     wrong)
@@ -81,7 +102,7 @@ for step in $steps; do
     mcp)
       mkdir -p /tmp/mcpws && python3 examples/clients/campaign.py --server "python3 -m attnq serve" --workspace /tmp/mcpws --suite quick > "$OUT/logs/mcp_campaign.log" 2>&1
       note "mcp campaign: exit $? (transcript in logs/mcp_campaign.log)" ;;
-    *) note "unknown step $step" ;;
+    *) note "unknown step $step" ;;  # not reached: steps are checked before anything runs
   esac
   note "   [$step took $(( $(date +%s) - t0 )) s]"
 done

@@ -153,7 +153,8 @@ def test_declare_done_checks_the_goal(tmp_path: Path) -> None:
         lim = declare(store, bank, "limit", "memory bound, cannot go faster", settings=settings)
         assert lim.reflection.trigger == "declared_limit" and "best 1.62x (#4)" in lim.reflection.evidence
         assert "fraction of measured peak" in lim.reflection.evidence
-        r = reflect(store, bank, claim="I think this is the limit of the hardware", settings=settings)
+        r = reflect(store, bank, claim="I think this is the limit of the hardware", trigger="declared_limit",
+                    settings=settings)
         assert r.trigger == "declared_limit" and store.claims()[-1].kind == "limit"
         assert len(store.claims()) == 4
         with pytest.raises(InputError):
