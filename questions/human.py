@@ -81,13 +81,25 @@ def normalize_question(text: str) -> str:
 
 
 def _stem(word: str) -> str:
-    """Plural, -ed and -ing endings dropped (``loads``, ``loaded``, ``loading`` -> ``load``)."""
-    if _NUMBER.match(word):
-        return word
-    for suffix, repl, min_len in (("ies", "y", 5), ("ing", "", 6), ("ed", "", 5), ("es", "", 5), ("s", "", 4)):
-        if word.endswith(suffix) and len(word) >= min_len and not word.endswith("ss"):
-            return word[: -len(suffix)] + repl
-    return word
+    """A crude English stem so that inflections compare equal: plural -s/-ies, -ed and -ing (with a doubled
+    final consonant undone) and a final -e dropped (``loads``/``loaded``/``loading`` -> ``load``,
+    ``tile``/``tiles`` -> ``til``, ``overlap``/``overlapped`` -> ``overlap``). Numbers stay as they are."""
+    w = word
+    if _NUMBER.match(w):
+        return w
+    if len(w) >= 5 and w.endswith("ies"):
+        w = w[:-3] + "y"
+    elif len(w) >= 4 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix, min_len in (("ing", 6), ("ed", 5)):
+        if len(w) >= min_len and w.endswith(suffix):
+            w = w[: -len(suffix)]
+            if len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "aeiouls":
+                w = w[:-1]
+            break
+    if len(w) >= 4 and w.endswith("e"):
+        w = w[:-1]
+    return w
 
 
 def similar(a: str, b: str) -> bool:
