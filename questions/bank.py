@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from harness.errors import QuestionBankError
-from questions.text import describe_char, unsafe_char
+from questions.text import describe_char, is_one_question, unsafe_char
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.config import Settings
@@ -84,7 +84,7 @@ class Question(BaseModel):
         v = " ".join(v.split())
         if bad := [ch for ch in v if unsafe_char(ch)]:
             raise ValueError(f"text contains {describe_char(bad[0])}, a control or direction-override character")
-        if not v.endswith("?") or v.count("?") != 1:
+        if not is_one_question(v):
             raise ValueError(f"text must be ONE question ending in '?': {v!r}")
         if len(v) > MAX_TEXT_CHARS:
             raise ValueError(f"text is {len(v)} chars; keep it under {MAX_TEXT_CHARS}")

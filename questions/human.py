@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, ValidationError
 from harness.errors import InputError
 from harness.store import CampaignStore, HumanQuestionRecord
 from questions.bank import LAYERS, MAX_TEXT_CHARS, TRIGGERS, Provenance, Question
-from questions.text import clean_text
+from questions.text import clean_text, is_one_question
 
 SIMILAR_RATIO = 0.9
 PROMOTE_CAMPAIGNS = 2
@@ -152,8 +152,8 @@ def check_question_text(text: str) -> str:
     clean = clean_text(text, what="the question", min_chars=MIN_QUESTION_CHARS, max_chars=MAX_QUESTION_CHARS)
     if not normalize_question(clean):
         raise InputError("the question has no letters or digits")
-    if not clean.endswith("?") or clean.count("?") != 1:
-        raise InputError("write ONE question that ends in '?' (a question leads to a measurement; "
+    if not is_one_question(clean):
+        raise InputError("write ONE question that ends in '?' (or '？', '؟', ...; a question leads to a measurement; "
                          "statements and several questions at once are not promoted into the bank)")
     return clean
 

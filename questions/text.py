@@ -21,6 +21,8 @@ from harness.errors import InputError
 
 #: Bidirectional formatting characters refused in stored text (Unicode TR9; CVE-2021-42574).
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+#: Question marks of the world's scripts: ASCII, full-width (CJK), Arabic, Armenian, Ethiopic, Vai, Greek.
+QUESTION_MARKS = frozenset("?\uff1f\u061f\u055e\u1367\ua60f\u037e")
 #: Longest claim (``declare``, ``reflect(claim=...)``), characters after whitespace collapses; CLI and MCP alike.
 MAX_CLAIM_CHARS = 4000
 
@@ -66,3 +68,8 @@ def printable(text: str) -> str:
     if not any(unsafe_char(ch) for ch in text):
         return text
     return "".join(ch.encode("unicode_escape").decode("ascii") if unsafe_char(ch) else ch for ch in text)
+
+
+def is_one_question(text: str) -> bool:
+    """True when ``text`` holds exactly one question mark (:data:`QUESTION_MARKS`, any script) and ends with it."""
+    return bool(text) and text[-1] in QUESTION_MARKS and sum(ch in QUESTION_MARKS for ch in text) == 1
