@@ -1,7 +1,8 @@
 """``attnq`` entry point: argparse with one module per subcommand (see attnq/commands/).
 
 Exit codes: 0 success (for ``verify``: all scenarios correct), 1 verified but incorrect or goal not
-met, 2 error the user can fix (bad input, compile error, policy), 3 no usable GPU.
+met, 2 error the user can fix (bad input, compile error, policy), 3 no usable GPU, 70 a bug in attnq
+(EX_SOFTWARE of sysexits.h: one line on stderr, the traceback in the log).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from harness.errors import AttnqError
+from harness.errors import AttnqError, internal_error_text
 from harness.logging import configure_logging
 
+#: Exit code of a crash (a bug of attnq's, not the user's input): EX_SOFTWARE of sysexits.h.
+EXIT_BUG = 70
 #: ``--log-level`` values (case-insensitive).
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -104,6 +107,12 @@ def _run(args: argparse.Namespace) -> int:
         if isinstance(err, FileExistsError) and where and not os.path.isdir(where):
             text = "exists and is not a directory"
         return _fail(args, "input_error", f"{text}: {where}" if where != "" else text)
+    except Exception as err:  # a bug of ours: one line and EX_SOFTWARE; the traceback goes to the log
+        from harness.logging import get_logger
+
+        get_logger("attnq.cli").exception("command_crashed", command=args.command)
+        text = internal_error_text(f"attnq {args.command}", err).removeprefix("[internal_error] ")
+        return _fail(args, "internal_error", text.replace("the server log", "the log (stderr)"), EXIT_BUG)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

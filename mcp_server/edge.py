@@ -18,7 +18,7 @@ from typing import Any, ParamSpec, TypeVar
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import ValidationError
 
-from harness.errors import AttnqError
+from harness.errors import AttnqError, internal_error_text
 from harness.logging import get_logger
 
 log = get_logger("attnq.mcp")
@@ -56,16 +56,6 @@ def format_error(err: AttnqError | dict[str, Any]) -> str:
     if data.get("missing"):
         lines.append(f"  missing exports: {', '.join(map(str, data['missing']))}")
     return "\n".join(lines)
-
-
-def internal_error_text(what: str, exc: BaseException) -> str:
-    """``[internal_error] <what> failed: <Type>: <message>; ...`` for an exception that is a bug of ours.
-
-    Never empty and never a traceback (that goes to the server log, see harness.logging).
-    """
-    text = " ".join(str(exc).split())[:300] or "(no message)"
-    return (f"[internal_error] {what} failed: {type(exc).__name__}: {text}; this is a bug in attnq, not in your "
-            "input: the server log has the traceback")
 
 
 def format_validation_error(exc: ValidationError, *, limit: int = 5) -> str:

@@ -27,10 +27,9 @@ from typing import Any
 
 import anyio
 
-from harness.errors import AttnqError
+from harness.errors import AttnqError, internal_error_text
 from harness.logging import get_logger
 from harness.verdict import ScenarioResult, Verdict
-from mcp_server.edge import internal_error_text
 from mcp_server.models import JobState, JobStatus
 
 log = get_logger("attnq.mcp.jobs")

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from harness.errors import QuestionBankError
-from questions.text import describe_char, is_one_question, unsafe_char
+from questions.text import describe_char, is_one_question, printable, unsafe_char
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.config import Settings
@@ -208,8 +208,9 @@ def load_bank(paths: Sequence[str | Path] | None = None, *, settings: Settings |
     if store is not None:
         promoted = []
         for d in store.promoted():
-            try:
-                promoted.append(Question.model_validate({**d, "origin": "promoted"}))
+            try:  # printable(): control characters an attnq before issue 16 let in are shown escaped
+                promoted.append(Question.model_validate({**d, "text": printable(str(d.get("text", ""))),
+                                                         "origin": "promoted"}))
             except ValidationError as exc:
                 raise QuestionBankError(f"promoted question {d.get('id')!r} is invalid: {exc}") from exc
         apply(promoted, f"{store.path}:promoted")

@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, ValidationError
 from harness.errors import InputError
 from harness.store import CampaignStore, HumanQuestionRecord
 from questions.bank import LAYERS, MAX_TEXT_CHARS, TRIGGERS, Provenance, Question
-from questions.text import clean_text, is_one_question
+from questions.text import clean_text, is_one_question, printable
 
 SIMILAR_RATIO = 0.9
 PROMOTE_CAMPAIGNS = 2
@@ -223,4 +223,4 @@ def demote_question(store: CampaignStore, question_id: str, reason: str) -> Ques
         known = ", ".join(str(d["id"]) for d in store.promoted()) or "none"
         raise InputError(f"no promoted question {question_id!r} (promoted: {known}); built-in and imported "
                          "questions come from bank files: edit the file, or override the id in a bank of yours")
-    return Question.model_validate({**demoted, "origin": "promoted"})
+    return Question.model_validate({**demoted, "text": printable(str(demoted.get("text", ""))), "origin": "promoted"})
