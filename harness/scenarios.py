@@ -148,7 +148,7 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
         raise InputError(f"suite include cycle through {path}")
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # a suite file is UTF-8 TOML
         raise InputError(f"cannot read suite {path}: {exc}") from None
     unknown = set(data) - {"name", "description", "grid", "scenario", "include"}
     if unknown:
@@ -162,6 +162,9 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
     except (ValidationError, TypeError, ValueError, KeyError) as exc:
         raise InputError(f"suite {path.name}: invalid scenario: {exc}") from None
     inc = data.get("include")
+    if inc is not None and not (isinstance(inc, dict) and isinstance(inc.get("suite", ""), str)
+                                and all(isinstance(inc.get(k, []), list) for k in ("ids", "groups"))):
+        raise InputError(f"suite {path.name}: include must be a table {{ suite = NAME, ids = [...], groups = [...] }}")
     if inc:
         base = load_suite(inc.get("suite", "full"), _seen | {path})
         by_id = {s.id: s for s in base.scenarios}

@@ -99,6 +99,11 @@ CREATE INDEX IF NOT EXISTS questions_campaign ON questions_asked (campaign_id, i
 """
 
 
+def _not_unicode() -> InputError:
+    return InputError("the text holds characters that are not valid Unicode (bytes that are not UTF-8, passed "
+                      "through a command line?); the store keeps UTF-8 text only")
+
+
 def utc_now() -> str:
     """Current time, ISO 8601 UTC with microseconds (``2026-11-30T04:17:22.123456+00:00``)."""
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
@@ -306,6 +311,8 @@ class CampaignStore:
                 return [dict(zip(names, row)) for row in cur.fetchall()]
             except sqlite3.Error as exc:
                 raise StoreError(f"campaign store read failed: {exc}") from exc
+            except UnicodeEncodeError:
+                raise _not_unicode() from None
 
     def _write(self, fn: Any) -> Any:
         try:
@@ -313,6 +320,8 @@ class CampaignStore:
                 return fn(cur)
         except sqlite3.Error as exc:
             raise StoreError(f"campaign store write failed: {exc}") from exc
+        except UnicodeEncodeError:  # a lone surrogate: what Python makes of non-UTF-8 bytes in argv
+            raise _not_unicode() from None
 
     def _cid(self, campaign_id: str | None) -> str:
         return self.campaign_id if campaign_id is None else validate_campaign_id(campaign_id)
