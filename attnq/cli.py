@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from harness.errors import AttnqError, internal_error_text
 from harness.logging import configure_logging
+from questions.text import printable
 
 #: Exit code of a crash (a bug of attnq's, not the user's input): EX_SOFTWARE of sysexits.h.
 EXIT_BUG = 70
@@ -63,7 +64,7 @@ def _fail(args: argparse.Namespace, code: str, message: str, exit_code: int = 2)
     if getattr(args, "json", False):
         print(json.dumps({"error": code, "message": message}, indent=2))
     else:
-        print(f"attnq {args.command}: {message}", file=sys.stderr)
+        print(f"attnq {args.command}: {printable(message)}", file=sys.stderr)
     return exit_code
 
 
@@ -72,7 +73,7 @@ def _report(args: argparse.Namespace, err: AttnqError) -> int:
     if getattr(args, "json", False):
         print(json.dumps(err.to_dict(), indent=2))
     else:
-        print(f"attnq {args.command}: {err.message}", file=sys.stderr)
+        print(f"attnq {args.command}: {printable(err.message)}", file=sys.stderr)  # it may quote the input
         for diag in err.details.get("diagnostics", [])[:10]:
             where = ":".join(str(x) for x in (diag.get("file"), diag.get("line"), diag.get("column")) if x is not None)
             print(f"  {where}: {diag.get('severity', 'error')}: {diag.get('message')}", file=sys.stderr)

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from harness.errors import AttnqError, internal_error_text
 from harness.logging import get_logger
+from questions.text import printable
 
 log = get_logger("attnq.mcp")
 
@@ -38,7 +39,8 @@ def format_error(err: AttnqError | dict[str, Any]) -> str:
     Takes the error or its ``to_dict()`` form (what a verification job keeps).
     """
     data = err.to_dict() if isinstance(err, AttnqError) else err
-    lines = [f"[{data.get('error', 'error')}] {data.get('message', '')}"]
+    # printable(): a message may quote the caller's input (a path, a name) with control characters in it
+    lines = [f"[{data.get('error', 'error')}] {printable(str(data.get('message', '')))}"]
     diags = data.get("diagnostics") or []
     for diag in diags[:MAX_DIAGNOSTICS]:
         if isinstance(diag, dict):
