@@ -108,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         if isinstance(err, FileExistsError) and where and not os.path.isdir(where):
             text = "exists and is not a directory"
         return _fail(args, "input_error", f"{text}: {where}" if where != "" else text)
-    except Exception as err:  # a bug of ours: one line and EX_SOFTWARE; the traceback goes to the log
+    except Exception as err:  # noqa: BLE001 - a bug of ours: one line and EX_SOFTWARE; the traceback goes to the log
         from harness.logging import get_logger
 
         get_logger("attnq.cli").exception("command_crashed", command=args.command)

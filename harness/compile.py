@@ -18,8 +18,8 @@ import json
 import os
 import re
 import secrets
-import signal
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -42,14 +42,22 @@ from harness.policy import (
     policy_fingerprint,
     raise_violations,
     run_tool,
-    scan_preprocessed,
     scan_driver_entry_points,
+    scan_preprocessed,
     scan_source_includes,
 )
 from harness.sass import SassMix, demangle, parse_ptxas, sass_mixes
 
-__all__ = ["CompileResult", "Diagnostic", "KernelFacts", "SassMix", "compile_kernel", "nvcc_flags",
-           "parse_diagnostics", "find_nvcc"]
+__all__ = [
+    "CompileResult",
+    "Diagnostic",
+    "KernelFacts",
+    "SassMix",
+    "compile_kernel",
+    "find_nvcc",
+    "nvcc_flags",
+    "parse_diagnostics",
+]
 
 log = get_logger(__name__)
 

@@ -22,9 +22,9 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, Field
 
@@ -106,7 +106,7 @@ def _not_unicode() -> InputError:
 
 def utc_now() -> str:
     """Current time, ISO 8601 UTC with microseconds (``2026-11-30T04:17:22.123456+00:00``)."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 class AttemptRecord(BaseModel):
@@ -335,7 +335,7 @@ class CampaignStore:
         with self._lock:
             self._conn.close()
 
-    def __enter__(self) -> CampaignStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -431,7 +431,7 @@ class CampaignStore:
                      s.candidate.median_ms if s.candidate else None))
             return aid, int(seq)
 
-        aid, seq = self._write(write)
+        _, seq = self._write(write)
         log.info("attempt_recorded", campaign=cid, seq=seq, status=status)
         return self.attempt(seq, cid)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness import ABI_HEADER, ORIGINAL_KERNEL
 from harness.abi import ABI_VERSION
 from harness.logging import get_logger
@@ -54,11 +52,11 @@ def rules() -> Rules:
         allowed_libraries=allowed_libraries,
         allowed_symbols=allowed,
         notes=[
-            "attn_fwd never allocates, frees or copies device memory and never synchronizes; ask for scratch "
-            "through attn_fwd_workspace_bytes (the harness passes p->workspace).",
+            ("attn_fwd never allocates, frees or copies device memory and never synchronizes; ask for scratch "
+             "through attn_fwd_workspace_bytes (the harness passes p->workspace)."),
             "Do not modify q, k or v; write every element of o and lse.",
-            "Every scenario is checked against an fp32 reference (FlashAttention's tolerance rule) before "
-            "any timing counts; a violation of these rules is a compile_kernel error naming the rule.",
+            ("Every scenario is checked against an fp32 reference (FlashAttention's tolerance rule) before "
+             "any timing counts; a violation of these rules is a compile_kernel error naming the rule."),
         ],
     )
 
@@ -129,8 +127,8 @@ def build_task(state: ServerState) -> TaskInfo:
         workflow=[
             "Copy the original kernel to a new .cu file inside the workspace and edit that file.",
             "compile_kernel(path) after each edit: registers, spills, shared memory, SASS mix, or errors.",
-            "verify_kernel(path) after every change; when it answers state=running, poll "
-            "get_verification(job_id) until finished.",
+            ("verify_kernel(path) after every change; when it answers state=running, poll "
+             "get_verification(job_id) until finished."),
             "Answer every question that comes back (reflect gives one on demand) before the next change.",
             "declare(kind='limit'|'done', text) when you believe you hit a limit or reached the goal.",
         ],

@@ -23,9 +23,9 @@ from mcp_server.models import (
 )
 from mcp_server.state import ServerState, need
 from mcp_server.task import goal
-from questions.triggers import best_attempt
 from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS
 from questions.text import MAX_CLAIM_CHARS
+from questions.triggers import best_attempt
 
 # The questions layer is another part's; a partial install still serves the other tools, with
 # plain JSON objects as structured output instead of the models.

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -28,13 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.config import Settings
     from harness.store import CampaignStore
 
-if sys.version_info >= (3, 11):
-    import tomllib as _toml
-else:  # pragma: no cover - Python 3.10
-    try:
-        import tomli as _toml  # type: ignore[no-redef]
-    except ImportError:
-        _toml = None  # type: ignore[assignment]
+import tomllib as _toml
 
 Trigger = Literal["stall", "declared_limit", "declared_done", "suspicious_win", "churn"]
 Layer = Literal["measurement", "memory_traffic", "pipelining", "parallelism_scheduling",
@@ -136,8 +129,6 @@ def _parse_file(path: Path) -> list[dict[str, Any]]:
             raise QuestionBankError(f"{path}: invalid JSON: {exc}") from exc
         items = data.get("questions") if isinstance(data, dict) else data
     elif path.suffix == ".toml":
-        if _toml is None:  # pragma: no cover
-            raise QuestionBankError("reading TOML banks on Python 3.10 needs the 'tomli' package")
         try:
             data = _toml.loads(raw.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:

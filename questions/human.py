@@ -53,7 +53,7 @@ FUNCTION_WORDS = frozenset({
     "a", "an", "the", "this", "that", "these", "those", "is", "are", "was", "were", "be", "been", "being", "am",
     "do", "does", "did", "it", "its", "of", "for", "on", "at", "to", "in", "into", "by", "with", "from", "as",
     "our", "my", "your", "their", "we", "i", "you", "they", "there", "here", "any", "some", "really", "actually",
-    "still", "just", "so", "very", "currently", "now", "here", "then", "which", "what",
+    "still", "just", "so", "very", "currently", "now", "then", "which", "what",
 })
 _NUMBER = re.compile(r"^\d+(?:\.\d+)?$")
 

@@ -131,11 +131,11 @@ def _check(trigger: str, store: CampaignStore, settings: Settings) -> TriggerHit
     return limit_evidence(attempts)
 
 
-_DONE_WORDS = re.compile(r"\b(done|finished|complete|completed|goal met|goal is met|ship it)\b", re.I)
+_DONE_WORDS = re.compile(r"\b(done|finished|complete|completed|goal met|goal is met|ship it)\b", re.IGNORECASE)
 _LIMIT_WORDS = re.compile(r"\b(limit|limited|bound|ceiling|plateau|roofline|peak|cannot get faster|"
-                          r"can't get faster|no further|as fast as)\b", re.I)
+                          r"can't get faster|no further|as fast as)\b", re.IGNORECASE)
 _NEGATED = re.compile(r"\b(not|never|no|cannot|can't|isn't|aren't|haven't|hasn't|won't|yet to)\W+(?:\w+\W+){0,2}$",
-                      re.I)
+                      re.IGNORECASE)
 
 
 def suggest_claim_kind(text: str) -> Literal["limit", "done"] | None:

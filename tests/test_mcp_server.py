@@ -4,6 +4,7 @@ the campaign prompt and the question tools."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -164,7 +165,7 @@ def test_verify_kernel_without_gpu_records_an_event_not_an_attempt(workspace: Pa
     result, status, bad_suite, seen = call(server, go)
     text = error_text(result)
     assert "[no_gpu]" in text and "needs an NVIDIA GPU" in text and "build succeeded" in text
-    assert seen and all(b[0] > a[0] for a, b in zip(seen, seen[1:], strict=False))  # strictly increasing
+    assert seen and all(b[0] > a[0] for a, b in itertools.pairwise(seen))  # strictly increasing
     assert status["attempts"] == 0 and status["recent_attempts"] == []  # no GPU: not an attempt (issue 16)
     assert "nope" in error_text(bad_suite)
     events = server.attnq_state.store().events()  # type: ignore[attr-defined]

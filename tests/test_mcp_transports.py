@@ -204,11 +204,11 @@ def test_http_requires_the_bearer_token(workspace: Path) -> None:
             assert basic.status_code == 401
 
         async def main() -> tuple[set[str], dict[str, Any]]:
-            async with create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
-                async with Client(streamable_http_client(url, http_client=http)) as c:
-                    tools = {t.name for t in (await c.list_tools()).tools}
-                    bank = (await c.call_tool("list_questions", {})).structured_content
-                    return tools, bank
+            async with (create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+                        Client(streamable_http_client(url, http_client=http)) as c):
+                tools = {t.name for t in (await c.list_tools()).tools}
+                bank = (await c.call_tool("list_questions", {})).structured_content
+                return tools, bank
 
         tools, bank = anyio.run(main)
         assert tools == EXPECTED_TOOLS and bank["count"] > 0

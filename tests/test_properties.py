@@ -127,7 +127,7 @@ def test_cli_never_crashes(argv: list[str], tmp_path: Path, monkeypatch: pytest.
 
 # -- MCP tools ------------------------------------------------------------------------------------------------------
 #: A tool error the agent can act on: ``[code] message`` (the SDK may prefix ``Error executing tool <name>: ``).
-CODED = re.compile(r"^(?:Error executing tool [a-z_]+: )?\[(?P<code>[a-z_]+)\] (?=.*\S)", re.S)
+CODED = re.compile(r"^(?:Error executing tool [a-z_]+: )?\[(?P<code>[a-z_]+)\] (?=.*\S)", re.DOTALL)
 
 
 def coded(text: str) -> re.Match[str] | None:
@@ -295,8 +295,8 @@ SUITE_DOC = st.one_of(
         st.sampled_from(["name", "description", "scenario", "grid", "include", "extra"]),
         st.one_of(st.integers(-3, 5), TEXT.map(lambda t: t.encode("utf-8", "surrogatepass").decode("utf-8", "replace")),
                   st.sampled_from(["[1, 2]", "{ suite = 'quick', ids = 3 }", "{ suite = 3 }", "{ groups = 'x' }",
-                                   "[{ batch = 1, seqlen_q = 64, seqlen_k = 64, num_heads_q = 1, num_heads_kv = 1, "
-                                   "head_dim = 64, causal = false, dtype = 'bf16', group = 'g' }]",
+                                   ("[{ batch = 1, seqlen_q = 64, seqlen_k = 64, num_heads_q = 1, num_heads_kv = 1, "
+                                    "head_dim = 64, causal = false, dtype = 'bf16', group = 'g' }]"),
                                    "[{ batch = -1 }]", "'x'"])),
         max_size=4).map(lambda d: "\n".join(f"{k} = {v if isinstance(v, str) and v[:1] in '[{' + chr(39) else _toml_scalar(v)}"
                                             for k, v in d.items()).encode()),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections import Counter
@@ -70,7 +71,7 @@ def test_never_the_same_question_twice_in_a_row(tmp_path: Path) -> None:
         bank = load_bank(settings=settings, store=store)
         _record(store, "stall_plateau", 0, 9)
         ids = [reflect(store, bank, trigger="churn", settings=settings).question_id for _ in range(25)]
-    assert all(a != b for a, b in zip(ids, ids[1:]))
+    assert all(a != b for a, b in itertools.pairwise(ids))
     assert len(set(ids)) >= 8  # exploration and the repeat penalty spread the asks
 
 
