@@ -301,6 +301,19 @@ def _raise_for_failure(diags: list[Diagnostic], output: str, policy: bool, what:
 # --------------------------------------------------------------------------------------------------
 
 
+#: Characters nvcc cannot take in a path: it runs its stages through ``sh -c`` with each path inside double
+#: quotes, so these end or escape the quoting ("Syntax error: Unterminated quoted string").
+NVCC_UNSAFE_PATH_CHARS = '"$`\\'
+
+
+def check_nvcc_path(path: Path, what: str) -> None:
+    """InputError naming the character when ``path`` holds one nvcc cannot handle (:data:`NVCC_UNSAFE_PATH_CHARS`)."""
+    bad = sorted({ch for ch in str(path) if ch in NVCC_UNSAFE_PATH_CHARS})
+    if bad:
+        raise InputError(f"{what} {path}: nvcc cannot build a path with {' or '.join(map(repr, bad))} in it "
+                         "(it passes paths through a shell); rename it")
+
+
 def _read_source(path: str | Path) -> tuple[Path, bytes]:
     p = Path(path).expanduser()
     if not p.exists():
@@ -312,6 +325,7 @@ def _read_source(path: str | Path) -> tuple[Path, bytes]:
     size = p.stat().st_size
     if size > MAX_SOURCE_BYTES:
         raise InputError(f"{path}: {size} bytes is larger than the {MAX_SOURCE_BYTES} byte (1 MiB) limit")
+    check_nvcc_path(p.resolve(), "the candidate")
     data = p.read_bytes()
     if not data.strip():
         raise InputError(f"{path}: the file is empty")
@@ -481,6 +495,7 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
 
         cache_dir = Settings().state_dir / "build"
     cache_dir = Path(cache_dir).resolve()
+    check_nvcc_path(cache_dir, "the build cache")
     nvcc = find_nvcc()
     version = nvcc_version(nvcc, cache_dir)
     flags = nvcc_flags(arch)

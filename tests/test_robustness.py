@@ -222,8 +222,7 @@ def test_compile_sweeps_stale_build_dirs(tmp_path: Path) -> None:
     cache = tmp_path / "build"
     stale = cache / ".tmp-feedfeedfeedfeed-999999999-dead"
     stale.mkdir(parents=True)
-    shutil.copy(ORIGINAL_KERNEL, tmp_path / "k.cu")
-    (tmp_path / "k.cu").write_text((tmp_path / "k.cu").read_text() + "\n// a different key\n")
+    (tmp_path / "k.cu").write_text((REPO / "tests" / "data" / "compile" / "tiny.cu").read_text() + "\n// sweep\n")
     compile_kernel(tmp_path / "k.cu", cache_dir=cache)
     assert not stale.exists() and not list(cache.glob(".tmp-*"))
 
@@ -251,3 +250,15 @@ def test_real_nvcc_caret_matches_the_source(tmp_path: Path) -> None:
     cols = {d["line"]: d["column"] for d in err.value.details["diagnostics"] if d["file"].endswith("k.cu")}
     lines = src.splitlines()
     assert lines[1][cols[2] - 1:].startswith("undefined_thing") and lines[2][cols[3] - 1:].startswith("other_"), cols
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", ['k"x.cu', "k$x.cu", "k`x.cu", "k\\x.cu"])
+def test_names_nvcc_cannot_take_are_refused_by_name(tmp_path: Path, name: str) -> None:
+    """nvcc runs its stages through `sh -c "..."`: before, such a name failed deep inside nvcc with
+    "sh: 1: Syntax error: Unterminated quoted string" (found by tests/test_properties.py)."""
+    shutil.copy(REPO / "tests" / "data" / "compile" / "tiny.cu", tmp_path / name)
+    with pytest.raises(InputError, match="nvcc cannot build a path with .* rename it"):
+        compile_kernel(tmp_path / name, cache_dir=tmp_path / "build")
+    shutil.copy(REPO / "tests" / "data" / "compile" / "tiny.cu", tmp_path / "k'x (1).cu")  # quotes nvcc takes
+    assert Path(compile_kernel(tmp_path / "k'x (1).cu", cache_dir=tmp_path / "build").library).is_file()
