@@ -19,7 +19,6 @@ import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
-from harness import ORIGINAL_KERNEL
 from harness.compile import compile_kernel, parse_diagnostics, sweep_stale_builds
 from harness.config import Settings
 from harness.errors import CompileError, InputError
