@@ -67,40 +67,60 @@ ODD = ["\x1b[31m", "\u202e", "\u2066", "\x7f", "\t", "\n", "?", "..", "-", "--",
 #: Text over JSON (MCP): a client's JSON encoder cannot carry lone surrogates, so none here.
 TEXT = st.lists(st.one_of(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"),
                                   max_size=12), st.sampled_from(ODD)), max_size=6).map("".join)
-#: Text in argv: also the surrogates of non-UTF-8 bytes.
-ARGV_TEXT = st.lists(st.one_of(TEXT, st.sampled_from(["\udce9", "\udcff"])), max_size=3).map("".join)
+#: Text in argv: also the surrogates Python makes of non-UTF-8 bytes, inside otherwise ordinary text.
+ARGV_TEXT = st.one_of(TEXT, st.builds(lambda a, s, b: a + s + b, TEXT, st.sampled_from(["\udce9", "\udcff"]),
+                                      st.sampled_from(["", "?", " is it bound?", "x.cu", "abc"])))
 NUMBERISH = st.sampled_from(["0", "-1", "1", "3", "1e400", "-1e400", "nan", "inf", "1.5", "99999999999999999999",
                              "0x10", ""])
 
-SUBCOMMANDS: dict[tuple[str, ...], list[str]] = {
-    ("compile",): ["--arch", "--json", "--no-policy", "--cache-dir", "sm_90a", "sm_100a", "x.cu"],
-    ("scenarios",): ["--suite", "--json", "quick", "full", "production"],
-    ("verify",): ["--suite", "--anchors", "--arch", "--gpu", "--goal", "--goal-against", "--scenario",
-                  "--scenario-timeout", "--no-policy", "--no-record", "--json", "x.cu", "flash", "cudnn"],
-    ("reflect",): ["--trigger", "--claim", "--workspace", "--campaign", "--json", "stall", "declared_done", "."],
-    ("declare",): ["limit", "done", "--workspace", "--campaign", "--json", "."],
-    ("questions", "list"): ["--trigger", "--layer", "--json", "--campaign", "stall", "numerics"],
-    ("questions", "stats"): ["--horizon", "--json", "--campaign"],
-    ("questions", "add"): ["--trigger", "--layer", "--json", "--campaign", "churn", "pipelining", "Is it bound?"],
-    ("questions", "demote"): ["--reason", "--json", "human-x-abc123"],
-    ("questions", "export"): ["-o", "--format", "toml", "json", "b.toml", "b.json", "-"],
-    ("questions", "import"): ["b.toml", "b.json"],
-    ("questions", "validate"): ["--json", "b.toml"],
-    ("trace", "export"): ["-o", "--format", "jsonl", "json", "t.jsonl", "-", "--campaign"],
-    ("trace", "show"): ["--horizon", "--json", "--campaign"],
-    ("trace", "campaigns"): ["--json"],
-    ("trace", "use"): ["--new", "default", "alpha"],
-    ("mcp-config",): ["claude-code", "codex", "cursor", "vscode", "gemini", "command", "--suite"],
+V = ARGV_TEXT  # any value
+NUM = st.one_of(NUMBERISH, V)
+FILE = st.one_of(V, st.sampled_from(["x.cu", "b.toml", "b.json", "t.jsonl", "-", ".", ".."]))
+TRIG = st.one_of(st.sampled_from(["stall", "declared_limit", "declared_done", "suspicious_win", "churn"]), V)
+FLAG = None
+#: subcommand -> (positional value strategies, {option: value strategy or FLAG}); values are mostly odd text.
+SPEC: dict[tuple[str, ...], tuple[list[Any], dict[str, Any]]] = {
+    ("compile",): ([FILE], {"--arch": st.one_of(st.sampled_from(["sm_90a", "sm_100a"]), V), "--json": FLAG,
+                            "--no-policy": FLAG, "--cache-dir": V}),
+    ("scenarios",): ([], {"--suite": st.one_of(st.sampled_from(["quick", "full", "production"]), FILE),
+                          "--json": FLAG}),
+    ("verify",): ([FILE], {"--suite": V, "--anchors": st.one_of(st.sampled_from(["flash", "cudnn,flash"]), V),
+                           "--arch": V, "--gpu": NUM, "--goal": NUM, "--goal-against": V, "--scenario": V,
+                           "--scenario-timeout": NUM, "--no-policy": FLAG, "--no-record": FLAG, "--json": FLAG}),
+    ("reflect",): ([], {"--trigger": TRIG, "--claim": V, "--campaign": V, "--workspace": V, "--json": FLAG}),
+    ("declare",): ([st.sampled_from(["limit", "done"]), V], {"--campaign": V, "--json": FLAG}),
+    ("questions", "list"): ([], {"--trigger": TRIG, "--layer": V, "--campaign": V, "--json": FLAG}),
+    ("questions", "stats"): ([], {"--horizon": NUM, "--campaign": V, "--json": FLAG}),
+    ("questions", "add"): ([V], {"--trigger": TRIG, "--layer": st.one_of(st.just("pipelining"), V),
+                                 "--campaign": V, "--json": FLAG}),
+    ("questions", "demote"): ([V], {"--reason": V, "--json": FLAG}),
+    ("questions", "export"): ([FILE], {"-o": FILE, "--format": st.one_of(st.sampled_from(["toml", "json"]), V)}),
+    ("questions", "import"): ([FILE], {}),
+    ("questions", "validate"): ([FILE], {"--json": FLAG}),
+    ("trace", "export"): ([FILE], {"-o": FILE, "--format": st.one_of(st.sampled_from(["jsonl", "json"]), V),
+                                   "--campaign": V}),
+    ("trace", "show"): ([], {"--horizon": NUM, "--campaign": V, "--json": FLAG}),
+    ("trace", "campaigns"): ([], {"--json": FLAG}),
+    ("trace", "use"): ([st.one_of(st.sampled_from(["default", "alpha"]), V)], {"--new": FLAG}),
+    ("mcp-config",): ([st.one_of(st.sampled_from(["claude-code", "codex", "command"]), V)], {"--suite": V}),
 }
 
 
 @st.composite
 def cli_argv(draw: st.DrawFn) -> list[str]:
-    """A subcommand and a few arguments: its own options and values mixed with odd text and numbers."""
-    cmd = draw(st.sampled_from(sorted(SUBCOMMANDS)))
-    tokens = draw(st.lists(st.one_of(st.sampled_from(SUBCOMMANDS[cmd]), ARGV_TEXT, NUMBERISH), max_size=5))
-    lead = draw(st.sampled_from([[], ["--log-level", "error"], ["--log-level"]]))
-    return [*lead, *cmd, *tokens]
+    """A subcommand with its positionals and some of its options, mostly well formed, with odd values (so
+    most examples reach the command's own code), and now and then a stray token or a missing value."""
+    cmd = draw(st.sampled_from(sorted(SPEC)))
+    positional, options = SPEC[cmd]
+    argv = [*cmd, *(draw(v) for v in positional if draw(st.integers(0, 9)) > 0)]
+    for opt in draw(st.lists(st.sampled_from(sorted(options)), max_size=3, unique=True)) if options else []:
+        argv.append(opt)
+        if options[opt] is not FLAG and draw(st.integers(0, 9)) > 0:
+            argv.append(draw(options[opt]))
+    if draw(st.integers(0, 9)) == 0:
+        argv.insert(draw(st.integers(0, len(argv))), draw(st.one_of(V, NUMBERISH)))
+    lead = draw(st.sampled_from([[], [], ["--log-level", "error"], ["--log-level"]]))
+    return [*lead, *argv]
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
@@ -114,7 +134,7 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@budget(120)
+@budget(250)
 @given(argv=cli_argv())
 def test_cli_never_crashes(argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -142,15 +162,26 @@ JSONISH = st.recursive(
     max_leaves=6)
 
 
+#: Values aimed at one parameter: paths of every shape (the issue's 5000-character name among them).
+PATHS = st.one_of(TEXT, st.sampled_from(["k.cu", "", " ", "..", "/", "~/k.cu", "/etc/passwd", "../../etc/passwd",
+                                         "k" * 5000 + ".cu", "x.cu/" * 300, "kernels/attn_original.cu", "a\nb.cu",
+                                         "é這؟.cu", "-k.cu", "k.CU", "k.cu\t"]))
+AIMED = {"path": PATHS, "job_id": st.one_of(TEXT, st.sampled_from(["", "0" * 12, "x" * 10_000])),
+         "text": st.one_of(TEXT, st.sampled_from(["Is it bound?", "done", "x" * 100_000, " " * 10])),
+         "claim": st.one_of(TEXT, st.just("y" * 100_000)),
+         "scenario_ids": st.lists(TEXT, max_size=3), "wait_s": st.floats(-1, 1)}
+
+
 @st.composite
 def tool_calls(draw: st.DrawFn, schemas: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """A few tool calls; each argument is the tool's own parameter or a stray key, with any JSON value."""
+    """A few tool calls; each argument is the tool's own parameter or a stray key, with any JSON value (or,
+    half the time for the parameters of :data:`AIMED`, a value aimed at that parameter)."""
     calls = []
     for _ in range(draw(st.integers(1, 4))):
         name = draw(st.sampled_from(sorted(schemas)))
         params = sorted(schemas[name].get("properties", {}))
         keys = draw(st.lists(st.one_of(st.sampled_from(params) if params else TEXT, TEXT), max_size=4, unique=True))
-        calls.append((name, {k: draw(JSONISH) for k in keys}))
+        calls.append((name, {k: draw(st.one_of(AIMED[k], JSONISH) if k in AIMED else JSONISH) for k in keys}))
     return calls
 
 
