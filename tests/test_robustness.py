@@ -216,6 +216,45 @@ def test_builds_killed_mid_way_leave_nothing_behind(tmp_path: Path) -> None:
     assert live.is_dir() and not stale.exists() and not old.exists()
 
 
+KILLED_BUILD = """
+import sys
+from pathlib import Path
+from harness.compile import compile_kernel
+compile_kernel(Path(sys.argv[1]), cache_dir=Path(sys.argv[2]), policy=False)
+"""
+
+
+@needs_nvcc
+def test_kill_9_during_a_compile_then_a_restart_leaves_no_temp_dir(tmp_path: Path) -> None:
+    """The issue's case: a compile killed with SIGKILL leaves `.tmp-*` in the build cache; the next build
+    (a restarted server, another CLI call) removes it."""
+    cache = tmp_path / "build"
+    (tmp_path / "k.cu").write_text((REPO / "tests" / "data" / "compile" / "tiny.cu").read_text() + "\n// killed\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTNQ_")} | {"PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_BUILD, str(tmp_path / "k.cu"), str(cache)], env=env)
+    deadline = time.monotonic() + 120
+    while not list(cache.glob(".tmp-*")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    left = list(cache.glob(".tmp-*"))
+    assert left, "the build finished before it could be killed"
+    (tmp_path / "other.cu").write_text((REPO / "tests" / "data" / "compile" / "tiny.cu").read_text() + "\n// next\n")
+    compile_kernel(tmp_path / "other.cu", cache_dir=cache)
+    assert not any(p.exists() for p in left) and not list(cache.glob(".tmp-*"))
+
+
+def test_gpu_run_help_and_unknown_steps_run_nothing(tmp_path: Path) -> None:
+    env = {**os.environ, "OUT": str(tmp_path / "out")}
+    r = subprocess.run(["bash", str(REPO / "scripts" / "gpu_run.sh"), "--help"], capture_output=True, text=True,
+                       env=env, timeout=60, check=False)
+    assert r.returncode == 0 and "aa_cover" in r.stdout and "steps:" in r.stdout, r.stderr
+    r = subprocess.run(["bash", str(REPO / "scripts" / "gpu_run.sh"), "info", "bogus"], capture_output=True,
+                       text=True, env=env, timeout=60, check=False)
+    assert r.returncode == 2 and "unknown step 'bogus'" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
 @needs_nvcc
 def test_compile_sweeps_stale_build_dirs(tmp_path: Path) -> None:
     cache = tmp_path / "build"
