@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from harness import ABI_HEADER, KERNELS_DIR
 from harness.abi import ABI_VERSION
+from harness.build_dir import check_nvcc_path, sweep_stale_builds
 from harness.errors import AbiError, CompileError, InputError, ToolchainError
 from harness.logging import get_logger
 from harness.policy import (
@@ -301,19 +302,6 @@ def _raise_for_failure(diags: list[Diagnostic], output: str, policy: bool, what:
 # --------------------------------------------------------------------------------------------------
 
 
-#: Characters nvcc cannot take in a path: it runs its stages through ``sh -c`` with each path inside double
-#: quotes, so these end or escape the quoting ("Syntax error: Unterminated quoted string").
-NVCC_UNSAFE_PATH_CHARS = '"$`\\'
-
-
-def check_nvcc_path(path: Path, what: str) -> None:
-    """InputError naming the character when ``path`` holds one nvcc cannot handle (:data:`NVCC_UNSAFE_PATH_CHARS`)."""
-    bad = sorted({ch for ch in str(path) if ch in NVCC_UNSAFE_PATH_CHARS})
-    if bad:
-        raise InputError(f"{what} {path}: nvcc cannot build a path with {' or '.join(map(repr, bad))} in it "
-                         "(it passes paths through a shell); rename it")
-
-
 def _read_source(path: str | Path) -> tuple[Path, bytes]:
     p = Path(path).expanduser()
     if not p.exists():
@@ -369,41 +357,6 @@ def _cache_key(data: bytes, headers: list[Path], flags: list[str], version: str,
     for p in headers:
         h.update(hashlib.sha256(str(p).encode() + b"\0" + p.read_bytes()).digest())
     return h.hexdigest()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover - someone else's process
-        return True
-    return True
-
-
-def sweep_stale_builds(cache_dir: Path, *, max_age_s: float = 2 * NVCC_TIMEOUT_S) -> list[Path]:
-    """Remove build temp dirs (``.tmp-<key>-<pid>-<hex>``) left by a process that died mid-build (kill -9).
-
-    A temp dir is stale when its pid no longer runs, or when it is older than ``max_age_s`` (a reused
-    pid); a live build's dir is never touched. Returns the removed paths.
-    """
-    removed = []
-    now = time.time()
-    for d in cache_dir.glob(".tmp-*"):
-        parts = d.name.split("-")
-        try:
-            pid = int(parts[2])
-            age_s = now - d.stat().st_mtime
-        except (IndexError, ValueError, OSError):
-            continue
-        if pid == os.getpid() and age_s < max_age_s:
-            continue
-        if not _pid_alive(pid) or age_s > max_age_s:
-            shutil.rmtree(d, ignore_errors=True)
-            removed.append(d)
-    if removed:
-        log.info("stale_builds_removed", count=len(removed), cache_dir=str(cache_dir))
-    return removed
 
 
 def _from_cache(entry: Path, source: Path, started: float) -> CompileResult | None:

@@ -22,7 +22,6 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
@@ -30,6 +29,13 @@ from pydantic import BaseModel, Field
 
 from harness.errors import InputError, StoreError
 from harness.logging import get_logger
+from harness.store_human import (
+    HumanQuestionRecord,  # noqa: F401  (re-exported: questions.human uses it)
+    HumanQuestionTables,
+    utc_now,
+)
+from harness.store_human import dump_json as _dump
+from harness.store_human import load_json as _load
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,11 +108,6 @@ CREATE INDEX IF NOT EXISTS questions_campaign ON questions_asked (campaign_id, i
 def _not_unicode() -> InputError:
     return InputError("the text holds characters that are not valid Unicode (bytes that are not UTF-8, passed "
                       "through a command line?); the store keeps UTF-8 text only")
-
-
-def utc_now() -> str:
-    """Current time, ISO 8601 UTC with microseconds (``2026-11-30T04:17:22.123456+00:00``)."""
-    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 class AttemptRecord(BaseModel):
@@ -186,18 +187,6 @@ class EventRecord(BaseModel):
     duration_s: float | None = None
 
 
-class HumanQuestionRecord(BaseModel):
-    """A question a person asked during a campaign (candidate for promotion into the bank)."""
-
-    id: int
-    campaign_id: str
-    created_at: str
-    text: str
-    normalized: str
-    triggers: list[str] = Field(default_factory=list)
-    layer: str | None = None
-
-
 class CampaignInfo(BaseModel):
     """A campaign and its record counts."""
 
@@ -208,14 +197,6 @@ class CampaignInfo(BaseModel):
     questions: int
     claims: int
     events: int
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-def _load(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
 
 
 def _model_json(obj: Any) -> dict[str, Any] | None:
@@ -240,7 +221,7 @@ def _status_of(verdict: Verdict | None, error: dict[str, Any] | None, compiled: 
     raise StoreError("an attempt needs a compile result, a verdict or an error")
 
 
-class CampaignStore:
+class CampaignStore(HumanQuestionTables):
     """Handle on ``campaign.sqlite``. Thread-safe (one connection behind a lock); use as a context manager.
 
     Args:
@@ -558,62 +539,3 @@ class CampaignStore:
         """The campaign's tool-call events, oldest first."""
         rows = self._query("SELECT * FROM events WHERE campaign_id = ? ORDER BY id", (self._cid(campaign_id),))
         return [self._event_from_row(r) for r in rows]
-
-    # -- human questions and promotion --------------------------------------------------------
-    def record_human_question(self, text: str, normalized: str, *, triggers: list[str], layer: str | None,
-                              campaign_id: str | None = None) -> HumanQuestionRecord:
-        """Record a question a person asked (``normalized``: the text as compared for promotion)."""
-        cid = self._cid(campaign_id)
-        now = utc_now()
-
-        def write(cur: sqlite3.Cursor) -> int:
-            cur.execute("INSERT OR IGNORE INTO campaigns VALUES (?, ?)", (cid, now))
-            cur.execute("INSERT INTO human_questions (campaign_id, created_at, text, normalized, triggers_json, layer)"
-                        " VALUES (?,?,?,?,?,?)", (cid, now, text, normalized, _dump(list(triggers)), layer))
-            return int(cur.lastrowid or 0)
-
-        hid = self._write(write)
-        return next(h for h in self.human_questions() if h.id == hid)
-
-    def human_questions(self) -> list[HumanQuestionRecord]:
-        """Every question people asked, in every campaign, oldest first."""
-        return [HumanQuestionRecord(id=r["id"], campaign_id=r["campaign_id"], created_at=r["created_at"],
-                                    text=r["text"], normalized=r["normalized"], triggers=_load(r["triggers_json"]),
-                                    layer=r["layer"])
-                for r in self._query("SELECT * FROM human_questions ORDER BY id")]
-
-    def save_promoted(self, question: dict[str, Any]) -> None:
-        """Insert or replace a promoted question (a ``questions.bank.Question`` as a dict; key ``id``)."""
-        if not question.get("id"):
-            raise StoreError("a promoted question needs an id")
-        self._write(lambda cur: cur.execute("INSERT OR REPLACE INTO promoted_questions VALUES (?,?,?)",
-                                            (question["id"], utc_now(), _dump(question))))
-
-    def promoted(self) -> list[dict[str, Any]]:
-        """Promoted questions as dicts, by id."""
-        return [_load(r["question_json"]) for r in
-                self._query("SELECT question_json FROM promoted_questions ORDER BY question_id")]
-
-    def demote_promoted(self, question_id: str, reason: str) -> dict[str, Any] | None:
-        """Take a promoted question out of the bank, in one transaction, and remember it as demoted.
-
-        Returns the demoted question (a dict), or None when no promoted question has this id. The
-        people's records of it (``human_questions``) stay: they are the campaign's history.
-        """
-        now = utc_now()
-
-        def write(cur: sqlite3.Cursor) -> dict[str, Any] | None:
-            row = cur.execute("SELECT question_json FROM promoted_questions WHERE question_id = ?",
-                              (question_id,)).fetchone()
-            if row is None:
-                return None
-            cur.execute("DELETE FROM promoted_questions WHERE question_id = ?", (question_id,))
-            cur.execute("INSERT OR REPLACE INTO demoted_questions VALUES (?,?,?,?)", (question_id, now, reason, row[0]))
-            return dict(_load(row[0]))
-
-        return self._write(write)
-
-    def demoted(self) -> list[dict[str, Any]]:
-        """Demoted questions, oldest first: ``{"question": {...}, "demoted_at": ISO, "reason": str}``."""
-        return [{"question": _load(r["question_json"]), "demoted_at": r["demoted_at"], "reason": r["reason"]}
-                for r in self._query("SELECT * FROM demoted_questions ORDER BY demoted_at, question_id")]

@@ -34,7 +34,8 @@ from hypothesis import strategies as st
 from mcp.client import Client
 
 from attnq.cli import EXIT_BUG, main
-from harness.compile import NVCC_UNSAFE_PATH_CHARS, compile_kernel
+from harness.build_dir import NVCC_UNSAFE_PATH_CHARS
+from harness.compile import compile_kernel
 from harness.config import Settings
 from harness.errors import AbiError, CompileError, InputError, PolicyError, QuestionBankError
 from harness.scenarios import load_suite

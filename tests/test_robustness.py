@@ -19,7 +19,8 @@ import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
-from harness.compile import compile_kernel, parse_diagnostics, sweep_stale_builds
+from harness.build_dir import sweep_stale_builds
+from harness.compile import compile_kernel, parse_diagnostics
 from harness.config import Settings
 from harness.errors import CompileError, InputError
 from mcp_server.edge import tool_edge
