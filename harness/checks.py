@@ -13,7 +13,6 @@ import torch
 
 from harness.verdict import CHECKS  # noqa: F401  (re-exported: the named checks)
 
-
 #: NaN payloads used as poison; a kernel that computes NaN produces the canonical NaN, not these.
 POISON_BITS = {torch.bfloat16: 0x7FA5, torch.float16: 0x7D5A, torch.float32: 0x7FA5A5A5}
 

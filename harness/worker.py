@@ -63,6 +63,10 @@ class WorkerJob(BaseModel):
 #: selection, cuDNN graph lookup) can outlast the L2 flush, and the idle GPU would count as the anchor's time
 #: (seen on the H200: 2x swings of the flash anchor on microsecond-scale scenarios between runs).
 ANCHOR_HOST_COVER_CYCLES = 1_000_000
+#: The same spin before the candidate's and the original's timed calls too, when ATTNQ_HOST_COVER_ALL=1: an
+#: experiment (scripts/gpu_run.sh step aa_cover, an A/A run) on whether covering every kernel's host path is
+#: fairer than covering only the anchors'. Off by default until that run says so.
+KERNEL_HOST_COVER_CYCLES = ANCHOR_HOST_COVER_CYCLES if os.environ.get("ATTNQ_HOST_COVER_ALL") == "1" else 0
 
 
 class _Fatal(Exception):
@@ -337,12 +341,12 @@ class Runner:
             poison_(bufs.o_c), poison_(bufs.lse_c), poison_(o_o), poison_(lse_o)
             # built per call, as for the checked calls: a timed call looks like any other to the candidate
             p_c = self._params((bufs.o_c, bufs.lse_c), bufs, sc, self.cand)
-            ec, wc = self._timed(functools.partial(self.call, self.cand, p_c, "candidate"))
+            ec, wc = self._timed(functools.partial(self.call, self.cand, p_c, "candidate"), KERNEL_HOST_COVER_CYCLES)
             # input integrity: compared on the GPU now, before the original runs; read back with the rest
             inputs_same = torch.stack([bits_equal_t(a, b) for a, b in zip(snapshot, (bufs.q, bufs.k, bufs.v),
                                                                           strict=True)]).all()
             del snapshot
-            eo, wo = self._timed(lambda: self.call(self.orig, p_o, "original"))
+            eo, wo = self._timed(lambda: self.call(self.orig, p_o, "original"), KERNEL_HOST_COVER_CYCLES)
             for name, fn in anchors.items():
                 if fn is not None:
                     t_a[name].append(self._timed(fn, ANCHOR_HOST_COVER_CYCLES)[0])
