@@ -34,8 +34,8 @@ from harness.compile import compile_kernel
 from harness.config import Settings
 from harness.errors import InputError, NoGpuError, VerifyError
 from harness.logging import get_logger
-from harness.roofline import annotate as annotate_roofline
 from harness.memory import device_total_bytes, refusal
+from harness.roofline import annotate as annotate_roofline
 from harness.sanitize import (
     SanitizeJob,
     find_compute_sanitizer,

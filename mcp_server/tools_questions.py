@@ -22,8 +22,8 @@ from mcp_server.models import (
     QuestionList,
 )
 from mcp_server.state import ServerState, need
-from mcp_server.tools_evolve import evolve_status_of
 from mcp_server.task import goal
+from mcp_server.tools_evolve import evolve_status_of
 from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS
 from questions.text import MAX_CLAIM_CHARS
 from questions.triggers import best_attempt
