@@ -25,8 +25,10 @@ STALE_AFTER_S = 600.0
 
 
 #: Characters nvcc cannot take in a path: it runs its stages through ``sh -c`` with each path inside double
-#: quotes, so these end or escape the quoting ("Syntax error: Unterminated quoted string").
-NVCC_UNSAFE_PATH_CHARS = '"$`\\'
+#: quotes, so ``" $ ` \\`` end or escape the quoting ("Syntax error: Unterminated quoted string"); and the
+#: preprocessor's ``# line "file"`` markers cannot hold a control character (a newline ends the marker:
+#: '"tmpxft_..." is not a valid filename').
+NVCC_UNSAFE_PATH_CHARS = '"$`\\' + "".join(map(chr, range(1, 32))) + "\x7f"
 
 
 def check_nvcc_path(path: Path, what: str) -> None:

@@ -262,7 +262,8 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
                          "known: name, description, [[grid]], [[scenario]], [include]")
     scenarios: list[Scenario] = []
     for kind in ("grid", "scenario"):
-        if not isinstance(data.get(kind, []), list):
+        entries = data.get(kind, [])
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise InputError(f"suite {path.name}: {kind} must be an array of tables ([[{kind}]])")
     for kind, index in _file_order(where, data):
         table = data[kind][index]
