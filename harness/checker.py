@@ -23,7 +23,7 @@ from typing import Any
 from harness.abi import make_params, null_data_copy
 from harness.buffers import Buffers
 from harness.draws import LAYOUTS, CallDraw, CallDrawer, permute_inputs, permute_outputs
-from harness.endpoints import CallResult, KernelEndpoint, KernelFatal, fatal_kind
+from harness.endpoints import CallResult, KernelEndpoint, KernelFatal, RefusedCall, fatal_kind
 from harness.scenarios import Scenario
 from harness.verdict import ErrorStats, PhaseTimes, ScenarioResult, TimingStats
 
@@ -165,7 +165,11 @@ class Runner:
         drawer = CallDrawer(sc, seed ^ 0x5EED, draws=self.job.draws, repeats=self.job.repeats,
                             min_samples=self.job.min_samples)
         base.phases = self.phases = PhaseTimes()
-        ws_c, ws_o = self._query(self.cand, sc, dtype), self._query(self.orig, sc, dtype)
+        try:
+            ws_c, ws_o = self._query(self.cand, sc, dtype), self._query(self.orig, sc, dtype)
+        except RefusedCall as exc:
+            base.failure_kind, base.check, base.message = "forbidden_call", "symbol_policy", str(exc)
+            return base
         bufs_c = Buffers(torch, sc, dtype, self.device, workspace_bytes=ws_c, allocate=self.allocate)
         bufs_o = Buffers(torch, sc, dtype, self.device, workspace_bytes=ws_o, allocate=self.allocate)
         attached: list[tuple[KernelEndpoint, Buffers]] = []

@@ -40,6 +40,14 @@ class KernelFatal(Exception):
         self.kind = kind
 
 
+class RefusedCall(Exception):
+    """The kernel asked the driver for a function the entry-point guard refuses (names in ``names``)."""
+
+    def __init__(self, names: tuple[str, ...], where: str) -> None:
+        super().__init__(f"{where} asked the driver for {', '.join(names)} (only cuTensorMap* may be resolved)")
+        self.names = names
+
+
 @dataclass
 class CallResult:
     """One ``attn_fwd`` call: its return ``status``, the runtime's launch ``error`` (None when clean),

@@ -11,7 +11,7 @@ Three layers, each applied where the kernel offers it, each reported (:class:`Sa
   where installed): no execve/execveat, no fork/vfork, no clone without CLONE_THREAD (threads stay
   possible; clone3 answers ENOSYS so libc falls back to clone), no socket other than AF_UNIX and no
   connect/bind/listen/accept at all, no io_uring, ptrace, process_vm_readv/writev, unshare, setns,
-  bpf, perf_event_open.
+  bpf, perf_event_open, setsid/setpgid (it stays in the checker's process group).
 * **capabilities**: every capability dropped (bounding, effective, permitted, inheritable) and
   no_new_privs set: root without capabilities cannot ptrace a non-dumpable process (the checker
   makes itself non-dumpable) nor override file permissions.
@@ -130,7 +130,7 @@ def _build_seccomp() -> tuple[object, str]:
     eperm = sc.ERRNO(errno.EPERM)
     for call in ("execve", "execveat", "fork", "vfork", "ptrace", "process_vm_readv", "process_vm_writev",
                  "connect", "bind", "listen", "accept", "accept4", "io_uring_setup", "unshare", "setns",
-                 "bpf", "perf_event_open", "pidfd_getfd"):
+                 "bpf", "perf_event_open", "pidfd_getfd", "setsid", "setpgid"):
         try:
             f.add_rule(eperm, call)
         except (RuntimeError, ValueError, OSError):  # a name unknown to this libseccomp/arch

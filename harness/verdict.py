@@ -41,6 +41,7 @@ FailureKind = Literal[
     "out_of_bounds_write", # a guard region around an input or output was written
     "nondeterministic",   # two runs on the same inputs differ: a race
     "timed_output_wrong", # outputs of the timed calls did not match the checked outputs
+    "forbidden_call",     # the kernel asked the driver for a function the entry-point guard refuses
     "unsupported",        # attn_fwd returned nonzero
     "launch_error",       # a CUDA error after the call (bad launch configuration, too much smem)
     "illegal_memory_access",
@@ -150,6 +151,8 @@ class Verdict(BaseModel):
     phase_s: dict[str, float] = Field(default_factory=dict, description="wall_s broken down: compile, worker_start "
                                       "(process, torch, CUDA context, peak), check, reference, timing, timed_gpu, other")
     message: str | None = Field(default=None, description="why the run ended early, if it did")
+    sandbox: dict = Field(default_factory=dict, description="the candidate process's confinement as applied: "
+                          "landlock_abi, seccomp, caps_dropped, warnings (docs/checks.md)")
     scenarios: list[ScenarioResult] = Field(default_factory=list)
 
 

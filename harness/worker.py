@@ -15,23 +15,18 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import functools
-import hashlib
 import json
-import math
 import os
 import statistics
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from harness.buffers import Buffers
 from harness.scenarios import Scenario
-from harness.verdict import ErrorStats, PhaseTimes, ScenarioResult, TimingStats
+from harness.verdict import ScenarioResult
 
 
 class WorkerJob(BaseModel):
@@ -45,6 +40,7 @@ class WorkerJob(BaseModel):
     first_index: int = 0
     seed: int
     draws: int = 2
+    repeats: int = Field(default=3, ge=1, description="determinism repeats of draw 0 among the timed calls")
     anchors: list[Literal["cudnn", "flash"]] = []
     gpu: int = 0
     min_samples: int = 10
@@ -55,12 +51,63 @@ class WorkerJob(BaseModel):
     measure_peak: bool = False
     physical_peak_tflops: float | None = None
     peak_tflops: float | None = None
+    device: Literal["cuda", "cpu"] = Field(default="cuda", description="cpu: the checker and launchers on the CPU "
+                                           "(tests; the libraries are CPU builds of the ABI)")
+    entry_guard_lib: str | None = Field(default=None, description="harness/native/entry_guard.c built (harness/guard.py)")
+    load_timeout_s: float = Field(default=20.0, gt=0, description="limit for loading each library (its constructors)")
+    sandbox: Literal["on", "off"] = "on"
 
 
-#: GPU spin before each timed anchor call (~0.5 ms at 1.98 GHz): torch SDPA's host path (Python, backend
-#: selection, cuDNN graph lookup) can outlast the L2 flush, and the idle GPU would count as the anchor's time
-#: (seen on the H200: 2x swings of the flash anchor on microsecond-scale scenarios between runs).
-ANCHOR_HOST_COVER_CYCLES = 1_000_000
+def _loaded_cudart() -> str:
+    """Path of the CUDA runtime this process loaded (torch's), so the launchers use the same one."""
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                if "libcudart.so" in line:
+                    return line.split()[-1]
+    except OSError:
+        pass
+    return "libcudart.so.13"
+
+
+def start_endpoints(job: WorkerJob) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    """Launchers for the original and the candidate (loaded, each within ``job.load_timeout_s``), the
+    checker's device and arenas. Returns ``(cand, orig, dev, arenas, info)``; ``info`` describes the
+    candidate's sandbox. Raises LoadTimeout / LauncherError / KernelFatal (reported as load errors)."""
+    from harness.arena import CudaArenas, HostArenas
+    from harness.checker import CudaDevice, HostDevice
+    from harness.launch_client import LauncherKernel
+
+    if job.device == "cuda":
+        import torch
+
+        torch.cuda.set_device(job.gpu)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        cudart = ctypes.CDLL("libcudart.so.13")
+        cudart.cudaGetLastError.restype = ctypes.c_int
+        cudart.cudaGetErrorString.restype = ctypes.c_char_p
+        dev: Any = CudaDevice(torch, job.gpu, cudart)
+        arenas: Any = CudaArenas(cudart)
+        rt = _loaded_cudart()
+    else:
+        dev, arenas, rt = HostDevice(), HostArenas(), ""
+    common = {"arenas": arenas, "device": job.device, "gpu": job.gpu, "guard": job.entry_guard_lib,
+              "cudart": rt, "sandbox": job.sandbox}
+    orig = LauncherKernel("original", job.original_lib, job.original_sha256, **common)
+    try:
+        cand = LauncherKernel("candidate", job.candidate_lib, job.candidate_sha256, **common)
+    except Exception:
+        orig.close()
+        raise
+    try:
+        orig.load(job.load_timeout_s)
+        refused = cand.load(job.load_timeout_s)
+    except Exception:
+        cand.close(), orig.close()
+        raise
+    info = {"sandbox": cand.sandbox, "entry_guard": cand.guard, "refused_at_load": list(refused)}
+    return cand, orig, dev, arenas, info
 
 
 def _measure_peak_tflops(torch: Any) -> float:
@@ -119,33 +166,60 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     try:
         job = WorkerJob.model_validate_json(sys.stdin.read())
-        import torch
+        if job.device == "cpu":
+            job.measure_peak = False
+            info: dict[str, Any] = {"gpu": "cpu (test run)", "physical_peak_tflops": None, "key": "cpu"}
+        else:
+            import torch
 
-        info = _device_info(torch, job.gpu)
+            info = _device_info(torch, job.gpu)
         if job.measure_peak:
             torch.cuda.set_device(job.gpu)
             info["peak_tflops"] = _measure_peak_tflops(torch)
         job.peak_tflops = job.peak_tflops or info.get("peak_tflops")
         job.physical_peak_tflops = job.physical_peak_tflops or info["physical_peak_tflops"]
-        runner = Runner(job)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which maps it
         send({"type": "load_error", "message": f"{type(exc).__name__}: {exc}"})
         return 4
+    # the candidate's process must not be able to read this one's memory (it has no CAP_SYS_PTRACE)
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
     send({"type": "hello", **info, "startup_s": round(time.perf_counter() - t_start, 3)})
+    from harness.checker import Runner
+    from harness.endpoints import KernelFatal
+
+    t_load = time.perf_counter()
+    try:
+        cand, orig, dev, arenas, sandbox = start_endpoints(job)
+    except Exception as exc:  # noqa: BLE001 - load timeout, refused start, a library that does not load
+        send({"type": "load_error", "message": f"{type(exc).__name__}: {exc}",
+              "load_s": round(time.perf_counter() - t_load, 3)})
+        return 4
+    send({"type": "ready", **sandbox, "load_s": round(time.perf_counter() - t_load, 3)})
+    for w in sandbox["sandbox"].get("warnings", []):
+        print(f"attnq sandbox warning: {w}", file=sys.stderr)
+    runner = Runner(job, cand, orig, dev, allocate=arenas.allocate, free=arenas.free)
+    try:
+        return _serve(job, runner, send, KernelFatal)
+    finally:
+        cand.close(), orig.close()
+
+
+def _serve(job: WorkerJob, runner: Any, send: Any, fatal_exc: type) -> int:
+    """Run every scenario of the job, one message per result."""
     for offset, sc in enumerate(job.scenarios):
         index = job.first_index + offset
         send({"type": "start", "index": index, "id": sc.id})
         try:
             result = runner.run(sc, index)
-        except _Fatal as f:
+        except fatal_exc as f:
             send({"type": "fatal", "index": index, "kind": f.kind, "message": str(f)})
             return 3
         except Exception as exc:  # noqa: BLE001 - a harness-side error in one scenario
+            from harness.endpoints import fatal_kind
+
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            low = msg.lower()
-            if any(m in low for m in _FATAL_MARKERS):
-                kind = next(k for m, k in _FATAL_MARKERS.items() if m in low)
-                send({"type": "fatal", "index": index, "kind": kind, "message": msg})
+            if fatal_kind(msg):
+                send({"type": "fatal", "index": index, "kind": fatal_kind(msg), "message": msg})
                 return 3
             traceback.print_exc(file=sys.stderr)
             result = ScenarioResult(id=sc.id, group=sc.group, flops=sc.flops, correct=False,
