@@ -1,0 +1,98 @@
+"""Test support for the checker (harness/checker.py) on the CPU: kernels written in Python that work on
+the memory the ABI's pointers point at, exactly as a compiled kernel does (no tensors are handed
+over, only the params struct), and a Runner wired to them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from harness.checker import HostDevice, Runner
+from harness.endpoints import CallResult
+from harness.reference import attention_reference
+from harness.scenarios import Scenario
+from harness.worker import WorkerJob
+
+DTYPES = {0: torch.bfloat16, 1: torch.float16}
+
+
+#: Elements of storage past each view (the arena's guard bands are there), so a cheat can write past it.
+SLACK = 64
+
+
+def _view(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    n = 1 + sum((s - 1) * st for s, st in zip(shape, strides, strict=True)) if all(shape) else 0
+    esize = torch.empty((), dtype=dtype).element_size()
+    buf = (ctypes.c_char * ((n + SLACK) * esize)).from_address(ptr)
+    return torch.frombuffer(buf, dtype=dtype, count=n + SLACK).as_strided(shape, strides)
+
+
+def tensors(p: Any) -> SimpleNamespace:
+    """q, k, v, o, lse views over the memory ``p`` (an AttnFwdParams) points at, plus scale and causal."""
+    dt = DTYPES[p.dtype]
+    b, sq, sk, hq, hk, d = p.batch, p.seqlen_q, p.seqlen_k, p.num_heads_q, p.num_heads_kv, p.head_dim
+
+    def t(name: str, s: int, h: int) -> torch.Tensor:
+        st = tuple(getattr(p, f"{name}_{x}_stride") for x in ("batch", "row", "head")) + (1,)
+        return _view(getattr(p, name), (b, s, h, d), st, dt)
+
+    lse = _view(p.lse, (b, hq, sq), (hq * sq, sq, 1), torch.float32)
+    return SimpleNamespace(q=t("q", sq, hq), k=t("k", sk, hk), v=t("v", sk, hk), o=t("o", sq, hq), lse=lse,
+                           scale=p.softmax_scale, causal=bool(p.causal), params=p)
+
+
+def honest(p: SimpleNamespace) -> None:
+    o, lse = attention_reference(p.q, p.k, p.v, softmax_scale=p.scale, causal=p.causal)
+    p.o.copy_(o), p.lse.copy_(lse)
+
+
+class PyKernel:
+    """A harness.endpoints.KernelEndpoint running ``body(tensors(params))`` in this process. ``ws(params)``
+    answers the workspace query (default 0). Records every call's params (``seen``) and the queries'."""
+
+    def __init__(self, body: Any, name: str = "candidate", ws: Any = None) -> None:
+        self.body, self.name, self.ws = body, name, ws
+        self.calls, self.seen, self.queries = 0, [], []
+
+    def workspace_bytes(self, params: Any) -> int:
+        self.queries.append(params)
+        return int(self.ws(params)) if self.ws else 0
+
+    def attach(self, bufs: Any) -> None:
+        pass
+
+    def detach(self, bufs: Any) -> None:
+        pass
+
+    def _run(self, params: Any) -> int:
+        self.calls += 1
+        self.seen.append(params)
+        return int(self.body(tensors(params)) or 0)
+
+    def call(self, params: Any) -> CallResult:
+        return CallResult(self._run(params))
+
+    def timed_call(self, params: Any) -> CallResult:
+        t0 = time.perf_counter()
+        status = self._run(params)
+        ms = (time.perf_counter() - t0) * 1e3
+        return CallResult(status, event_ms=ms, wall_ms=ms)
+
+    def close(self) -> None:
+        pass
+
+
+SC = Scenario(group="t", batch=2, seqlen_q=24, seqlen_k=24, num_heads_q=4, num_heads_kv=2, head_dim=16, causal=True)
+
+
+def make_runner(cand: Any, orig: Any = None, *, min_samples: int = 3, max_samples: int = 6, budget_ms: float = 1e9,
+                draws: int = 2, repeats: int = 3, seed: int = 1) -> Runner:
+    """A CPU Runner on ``cand`` and (default) an honest original, arenas in plain CPU tensors."""
+    job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[SC], seed=seed, device="cpu", draws=draws,
+                    repeats=repeats, min_samples=min_samples, max_samples=max_samples, budget_ms=budget_ms)
+    return Runner(job, cand, orig or PyKernel(honest, "original"), HostDevice())
