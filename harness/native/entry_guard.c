@@ -34,6 +34,17 @@ static int refuse(const char* s, void** fn, int* status) {
     return NOT_PERMITTED;
 }
 
+/* The runtime's own definition: next in the global scope, else from the already loaded runtime (the
+ * candidate's dependency, in its local scope when the launcher did not load the runtime globally). */
+static void* real_symbol(const char* name) {
+    void* f = dlsym(RTLD_NEXT, name);
+    if (f == NULL) {
+        void* h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+        if (h != NULL) f = dlsym(h, name);
+    }
+    return f;
+}
+
 typedef int (*entry_fn)(const char*, void**, unsigned long long, int*);
 typedef int (*entry_v_fn)(const char*, void**, unsigned int, unsigned long long, int*);
 
@@ -41,7 +52,7 @@ typedef int (*entry_v_fn)(const char*, void**, unsigned int, unsigned long long,
     int NAME(const char* symbol, void** fn, unsigned long long flags, int* status) {            \
         static entry_fn real = NULL;                                                            \
         if (!allowed(symbol)) return refuse(symbol, fn, status);                                \
-        if (real == NULL) real = (entry_fn)dlsym(RTLD_NEXT, #NAME);                            \
+        if (real == NULL) real = (entry_fn)real_symbol(#NAME);                            \
         return real ? real(symbol, fn, flags, status) : refuse(symbol, fn, status);             \
     }
 #define GUARD_V(NAME)                                                                           \
@@ -49,7 +60,7 @@ typedef int (*entry_v_fn)(const char*, void**, unsigned int, unsigned long long,
              int* status) {                                                                     \
         static entry_v_fn real = NULL;                                                          \
         if (!allowed(symbol)) return refuse(symbol, fn, status);                                \
-        if (real == NULL) real = (entry_v_fn)dlsym(RTLD_NEXT, #NAME);                          \
+        if (real == NULL) real = (entry_v_fn)real_symbol(#NAME);                          \
         return real ? real(symbol, fn, version, flags, status) : refuse(symbol, fn, status);    \
     }
 

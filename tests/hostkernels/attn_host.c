@@ -14,6 +14,8 @@
  *                       4 create a file outside the temp dir, 5 read the parent's memory); returns 99
  *                       when it succeeded, computes honestly when it was refused
  *   8 HANG_ON_LOAD      a constructor that never returns
+ *   9 ENTRY_OTHER       asks cudaGetDriverEntryPoint for cuStreamCreate (link with -lcudart); 99 if it got it
+ *  10 ENTRY_TENSOR_MAP  asks for cuTensorMapEncodeTiled (allowed: the answer does not matter), then honest
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -132,6 +134,9 @@ static uint64_t fnv(const attn_fwd_params* p) {  /* content of q, k, v as the ca
 #if CHEAT == 5
 static unsigned calls5 = 0;
 #endif
+#if CHEAT == 9 || CHEAT == 10
+extern int cudaGetDriverEntryPoint(const char* symbol, void** fn, unsigned long long flags, int* status);
+#endif
 #if CHEAT == 8
 __attribute__((constructor)) static void never_returns(void) {
     for (volatile unsigned long long i = 0;; ++i) {
@@ -224,6 +229,12 @@ int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
     if (fd >= 0) close(fd);
 #endif
     if (escaped) return 99;
+    return honest(p);
+#elif CHEAT == 9 || CHEAT == 10
+    void* fn = NULL;
+    int st = 0;
+    cudaGetDriverEntryPoint(CHEAT == 9 ? "cuStreamCreate" : "cuTensorMapEncodeTiled", &fn, 0, &st);
+    if (CHEAT == 9 && fn != NULL) return 99;
     return honest(p);
 #else
     return honest(p);
