@@ -49,7 +49,7 @@ struct SkipOnHit {
 /* hit: stash -> o/lse; miss: o/lse -> stash and the fingerprint is remembered. */
 template <class T>
 __global__ void replay_or_remember(const attn_fwd_params p) {
-    const long long n_o = adv::o_elems(&p), n_l = adv::lse_elems(&p);
+    const long long n_l = (long long)p.batch * p.num_heads_q * p.seqlen_q, n_o = n_l * p.head_dim;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n_o + n_l; e += (long long)gridDim.x * blockDim.x) {
         if (e < n_o) {
             const int c = (int)(e % p.head_dim);
