@@ -195,7 +195,8 @@ def policy_fingerprint() -> str:
 
 
 class PolicyViolation(BaseModel):
-    """One refused item. ``kind``: header | symbol | library | instruction; ``file``/``line`` for headers."""
+    """One refused item. ``kind``: header | symbol | library | instruction | entry_point; ``file``/``line``
+    for headers and entry points."""
 
     kind: str
     name: str
@@ -207,7 +208,7 @@ class PolicyViolation(BaseModel):
         """One human line naming the item (and where, for a header)."""
         where = f"{self.file}:{self.line}: " if self.file else ""
         what = {"header": "#include", "symbol": "imported symbol", "library": "linked library",
-                "instruction": "host instruction"}.get(self.kind, self.kind)
+                "instruction": "host instruction", "entry_point": "call of"}.get(self.kind, self.kind)
         return f"{where}{what} `{self.name}` is not allowed: {self.reason}"
 
 
@@ -478,7 +479,7 @@ def scan_driver_entry_points(preprocessed: str, is_owned: Callable[[str], bool])
             continue
         file, line, _ = lines[bisect.bisect_right(starts, m.start()) - 1]
         shown = f" (resolves {name!r})" if name is not None else ""
-        out.append(PolicyViolation(kind="symbol", name=m.group(0), file=file, line=line, reason=(
+        out.append(PolicyViolation(kind="entry_point", name=m.group(0), file=file, line=line, reason=(
             f"driver entry points are allowed only as a direct call whose name is a string literal naming a "
             f"cuTensorMap* function{shown}; other driver functions bypass the symbol policy")))
     return out

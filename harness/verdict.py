@@ -18,12 +18,14 @@ CHECKS = (
     "symbol_policy",        # compile: the built library imports only allow-listed symbols and libraries
     "abi",                  # compile/load: attn_fwd and attn_abi_version exported, ABI version matches
     "build_hash",           # the verdict names the sha256 of the exact library checked and timed
+    "load_limit",           # loading each library (its constructors) has its own short limit (20 s)
+    "sandbox",              # the candidate runs in its own confined process: no network, writes, processes
     "worker_isolation",     # fresh process; crash, hang, illegal address end in a verdict, harness goes on
     "launch_status",        # attn_fwd returned nonzero (unsupported) or the launch failed
     "poisoned_output",      # o and lse poisoned with a NaN payload before every call: all must be written
     "input_integrity",      # q, k, v bit-identical after the call
     "guard_bands",          # poisoned regions around q, k, v, o and lse untouched after every call
-    "determinism",          # two calls on the same inputs give bit-identical o and lse (else: a race)
+    "determinism",          # repeats of draw 0 (reordered, among the timed calls) reproduce its bits (else: a race)
     "finite_output",        # no NaN/Inf in o; lse finite except +inf exactly on rows that see no key
     "reference_tolerance",  # FlashAttention's rule: err <= 2 * original's err + floor; relative bound per dtype
     "fresh_inputs",         # every timed call sees new random inputs (no replay by pointer or content)
