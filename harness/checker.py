@@ -258,6 +258,7 @@ class Runner:
         for draw_i in range(self.job.draws):
             draw = drawer.checked(draw_i)
             self._prepare(bufs_c, bufs_o, draw, gen, None)
+            self.dev.sync()  # the launcher's context must see the prepared buffers
             self._result(self.cand.call(self._params(bufs_c, sc)), "candidate")
             self.dev.sync()
             where = f"[draw {draw_i}: {draw.kind} inputs, {draw.layout} layout]"
@@ -274,6 +275,7 @@ class Runner:
             t_ref = time.perf_counter()
             o_ref, lse_ref = attention_reference(bufs_o.q, bufs_o.k, bufs_o.v, softmax_scale=bufs_o.scale,
                                                  causal=sc.causal)
+            self.dev.sync()
             self._result(self.orig.call(self._params(bufs_o, sc)), "original")
             self.dev.sync()
             rep_o = error_report(bufs_o.o_c, bufs_o.lse_c, o_ref, lse_ref)
@@ -340,6 +342,7 @@ class Runner:
             self.dev.sync()
             rc = self._result(self.cand.timed_call(p_c), "candidate")
             inputs_same = self._inputs_same_t(bufs_c, bufs_o)  # compared before the original runs
+            self.dev.sync()  # nothing of the checker's runs beside the original's timed call
             ro = self._result(self.orig.timed_call(p_o), "original")
             for name in t_a:
                 fn = _sdpa_runner(torch, sc, bufs_o, name)

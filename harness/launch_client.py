@@ -45,11 +45,12 @@ class LauncherError(Exception):
 class LauncherKernel:
     """A kernel library in its own launcher process. ``arenas``: harness.arena.HostArenas/CudaArenas
     (how the checker's buffers are exported); ``device``: "cuda" or "cpu"; ``guard``: the entry-point
-    guard library or None; ``sandbox``: "on" | "off" (ATTNQ_SANDBOX)."""
+    guard library or None; ``sandbox``: "on" | "off" (ATTNQ_SANDBOX); ``wait``: False returns as soon as
+    the process is spawned (call :meth:`wait_ready` before anything else), so starts overlap."""
 
     def __init__(self, name: str, lib_path: str, sha256: str, *, arenas: Any, device: str = "cuda", gpu: int = 0,
                  guard: str | None = None, cudart: str = "libcudart.so.13", sandbox: str = "on",
-                 start_timeout_s: float = START_TIMEOUT_S) -> None:
+                 start_timeout_s: float = START_TIMEOUT_S, wait: bool = True) -> None:
         self.name, self.arenas, self.lib_sha256 = name, arenas, sha256
         self.tmp = tempfile.mkdtemp(prefix=f"attnq-{name}-")
         self.libdir = tempfile.mkdtemp(prefix=f"attnq-{name}-lib-")
@@ -67,13 +68,25 @@ class LauncherKernel:
         self.sock = ours
         self._ids: dict[int, tuple[int, int]] = {}  # arena base -> (id, size)
         self._next = 0
-        ready = self._reply(start_timeout_s, f"{name} launcher start")
+        self.start_timeout_s = start_timeout_s
+        self.sandbox: dict[str, Any] = {}
+        self.guard = False
+        self._ready = False
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait for the launcher's ``ready`` (its start: Python, CUDA context, sandbox). Raises
+        LauncherError when it could not start, TimeoutError after ``start_timeout_s``."""
+        if self._ready:
+            return
+        ready = self._reply(self.start_timeout_s, f"{self.name} launcher start")
         if not ready.get("ready"):
             self.close()
-            raise LauncherError(f"the {name} launcher could not start: {ready.get('error')}")
-        self.sandbox: dict[str, Any] = ready.get("sandbox", {})
+            raise LauncherError(f"the {self.name} launcher could not start: {ready.get('error')}")
+        self.sandbox = ready.get("sandbox", {})
         self.guard = bool(ready.get("guard"))
-        self.pid = int(ready.get("pid", self.proc.pid))
+        self._ready = True
 
     # -- plumbing --------------------------------------------------------------------------------
     def _reply(self, timeout_s: float | None, what: str) -> dict[str, Any]:

@@ -58,56 +58,71 @@ class WorkerJob(BaseModel):
     sandbox: Literal["on", "off"] = "on"
 
 
-def _loaded_cudart() -> str:
-    """Path of the CUDA runtime this process loaded (torch's), so the launchers use the same one."""
-    try:
-        with open("/proc/self/maps") as fh:
-            for line in fh:
-                if "libcudart.so" in line:
-                    return line.split()[-1]
-    except OSError:
-        pass
+def cudart_path() -> str:
+    """The CUDA runtime torch loads (the nvidia-cuda-runtime wheel's, found without importing torch), so the
+    launchers and the candidate use the same one; else the soname."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for sub in ("cu13/lib", "cuda_runtime/lib"):
+            path = os.path.join(root, sub, "libcudart.so.13")
+            if os.path.isfile(path):
+                return path
     return "libcudart.so.13"
 
 
-def start_endpoints(job: WorkerJob) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-    """Launchers for the original and the candidate (loaded, each within ``job.load_timeout_s``), the
-    checker's device and arenas. Returns ``(cand, orig, dev, arenas, info)``; ``info`` describes the
-    candidate's sandbox. Raises LoadTimeout / LauncherError / KernelFatal (reported as load errors)."""
-    from harness.arena import CudaArenas, HostArenas
-    from harness.checker import CudaDevice, HostDevice
+def spawn_launchers(job: WorkerJob) -> tuple[Any, Any, Any]:
+    """Start the original's and the candidate's launchers (not waiting: their start overlaps the worker's
+    torch import) and the checker's arenas. Returns ``(cand, orig, arenas)``."""
     from harness.launch_client import LauncherKernel
 
     if job.device == "cuda":
-        import torch
+        from harness.arena import CudaArenas
 
-        torch.cuda.set_device(job.gpu)
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        cudart = ctypes.CDLL("libcudart.so.13")
-        cudart.cudaGetLastError.restype = ctypes.c_int
-        cudart.cudaGetErrorString.restype = ctypes.c_char_p
-        dev: Any = CudaDevice(torch, job.gpu, cudart)
-        arenas: Any = CudaArenas(cudart)
-        rt = _loaded_cudart()
+        arenas: Any = CudaArenas(None)  # the runtime is bound in finish_endpoints, after torch started CUDA
     else:
-        dev, arenas, rt = HostDevice(), HostArenas(), ""
+        from harness.arena import HostArenas
+
+        arenas = HostArenas()
     common = {"arenas": arenas, "device": job.device, "gpu": job.gpu, "guard": job.entry_guard_lib,
-              "cudart": rt, "sandbox": job.sandbox}
+              "cudart": cudart_path() if job.device == "cuda" else "", "sandbox": job.sandbox, "wait": False}
     orig = LauncherKernel("original", job.original_lib, job.original_sha256, **common)
     try:
         cand = LauncherKernel("candidate", job.candidate_lib, job.candidate_sha256, **common)
     except Exception:
         orig.close()
         raise
+    return cand, orig, arenas
+
+
+def finish_endpoints(job: WorkerJob, cand: Any, orig: Any, arenas: Any) -> tuple[Any, dict[str, Any]]:
+    """Wait for both launchers, load each library within ``job.load_timeout_s``, set up the checker's
+    device. Returns ``(dev, info)``; ``info`` describes the candidate's sandbox. Raises LoadTimeout /
+    LauncherError / KernelFatal (reported as load errors); the launchers are closed then."""
+    from harness.checker import CudaDevice, HostDevice
+
     try:
+        if job.device == "cuda":
+            import torch
+
+            torch.cuda.set_device(job.gpu)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            cudart = ctypes.CDLL("libcudart.so.13")
+            cudart.cudaGetLastError.restype = ctypes.c_int
+            cudart.cudaGetErrorString.restype = ctypes.c_char_p
+            arenas.rt = cudart
+            dev: Any = CudaDevice(torch, job.gpu, cudart)
+        else:
+            dev = HostDevice()
+        orig.wait_ready(), cand.wait_ready()
         orig.load(job.load_timeout_s)
         refused = cand.load(job.load_timeout_s)
     except Exception:
         cand.close(), orig.close()
         raise
-    info = {"sandbox": cand.sandbox, "entry_guard": cand.guard, "refused_at_load": list(refused)}
-    return cand, orig, dev, arenas, info
+    return dev, {"sandbox": cand.sandbox, "entry_guard": cand.guard, "refused_at_load": list(refused)}
 
 
 def _measure_peak_tflops(torch: Any) -> float:
@@ -164,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         chan.flush()
 
     t_start = time.perf_counter()
+    launchers: tuple[Any, ...] = ()
     try:
         job = WorkerJob.model_validate_json(sys.stdin.read())
+        launchers = spawn_launchers(job)  # their start overlaps torch's import below
         if job.device == "cpu":
             job.measure_peak = False
             info: dict[str, Any] = {"gpu": "cpu (test run)", "physical_peak_tflops": None, "key": "cpu"}
@@ -179,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         job.peak_tflops = job.peak_tflops or info.get("peak_tflops")
         job.physical_peak_tflops = job.physical_peak_tflops or info["physical_peak_tflops"]
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which maps it
+        for k in launchers[:2]:
+            k.close()
         send({"type": "load_error", "message": f"{type(exc).__name__}: {exc}"})
         return 4
     # the candidate's process must not be able to read this one's memory (it has no CAP_SYS_PTRACE)
@@ -188,8 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     from harness.endpoints import KernelFatal
 
     t_load = time.perf_counter()
+    cand, orig, arenas = launchers
     try:
-        cand, orig, dev, arenas, sandbox = start_endpoints(job)
+        dev, sandbox = finish_endpoints(job, cand, orig, arenas)
     except Exception as exc:  # noqa: BLE001 - load timeout, refused start, a library that does not load
         send({"type": "load_error", "message": f"{type(exc).__name__}: {exc}",
               "load_s": round(time.perf_counter() - t_load, 3)})
