@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
 #   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq fastna cand mcp
+#                                           sandbox rowcost naive
+#   sandbox: what the candidate's launcher could apply on this machine (Landlock, seccomp, capabilities)
+#   rowcost: the timed calls' sampled-row reference against a full reference (scripts/measure_row_reference.py)
+#   naive:   kernels/examples/attn_naive.cu on quick
 #   cand: CANDIDATE="a.cu [b.cu ...]" — GPU tests (tests/gpu/test_fast.py) on each in turn; the first that
 #         passes gets `attnq verify --suite full --anchors flash,cudnn` (recorded in the campaign store)
 # Logs and JSON verdicts go under $OUT (default ./gpu-out). Wheels the box lacks travel in .whl/
@@ -78,6 +82,13 @@ for step in $steps; do
         verify_to "${n}_full" "$n full" "$c" --suite full --anchors flash,cudnn
         break
       done ;;
+    sandbox)
+      python3 -c "import json, tempfile; from harness.sandbox import apply_sandbox; r = apply_sandbox(tempfile.mkdtemp()); print('sandbox', json.dumps(r.__dict__))" 2>&1 | tee -a "$S"
+      python3 -c "import pyseccomp" 2>&1 | tail -1 | sed 's/^/pyseccomp import: /' | tee -a "$S" ;;
+    rowcost)
+      python3 scripts/measure_row_reference.py full 2>&1 | tee -a "$S" ;;
+    naive)
+      verify_to naive_quick "naive quick" kernels/examples/attn_naive.cu --suite quick --no-record ;;
     mcp)
       mkdir -p /tmp/mcpws && python3 examples/clients/campaign.py --server "python3 -m attnq serve" --workspace /tmp/mcpws --suite quick > "$OUT/logs/mcp_campaign.log" 2>&1
       note "mcp campaign: exit $? (transcript in logs/mcp_campaign.log)" ;;
