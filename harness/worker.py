@@ -119,6 +119,11 @@ def finish_endpoints(job: WorkerJob, cand: Any, orig: Any, arenas: Any) -> tuple
         orig.wait_ready(), cand.wait_ready()
         orig.load(job.load_timeout_s)
         refused = cand.load(job.load_timeout_s)
+        if refused:
+            from harness.launch_client import LauncherError
+
+            raise LauncherError(f"the candidate asked the driver for {', '.join(refused)} while loading (only "
+                                "cuTensorMap* may be resolved)")
     except Exception:
         cand.close(), orig.close()
         raise
