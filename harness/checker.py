@@ -248,7 +248,8 @@ class Runner:
     def _check(self, sc: Scenario, bufs_c: Buffers, bufs_o: Buffers, gen: Any, drawer: CallDrawer):
         """Correctness over ``draws`` fresh input draws. Returns the worst errors, the timed bounds per
         value kind and draw 0's (pristine inputs, candidate outputs) for the determinism repeats."""
-        from harness.checks import (TimedBounds, count_poison, error_report, judge, timed_bound_o, tolerances)
+        from harness.checks import (MANTISSA_BITS, TimedBounds, count_poison, error_report, judge, timed_bound_o,
+                                    tolerances)
         from harness.reference import attention_reference
 
         torch = self.torch
@@ -291,13 +292,11 @@ class Runner:
             bad = judge(rep_c, tol_o, tol_lse, bufs_c.dtype)
             if bad:
                 raise Fail(bad[0], bad[1], f"{bad[2]} {where}")
-            max_o = float(bufs_c.o_c.float().abs().nan_to_num(0).max().item()) if bufs_c.o_c.numel() else 0.0
-            b = TimedBounds(timed_bound_o(tol_o, rep_o.max_abs_err_o, max(2 * max_o, 1.0), bufs_c.dtype),
-                            tol_lse + rep_o.max_abs_err_lse, tol_o, tol_lse)
-            old = bounds.get(draw.kind)
-            bounds[draw.kind] = b if old is None else TimedBounds(*(max(x, y) for x, y in zip(
-                (old.bound_o, old.bound_lse, old.tol_o, old.tol_lse), (b.bound_o, b.bound_lse, b.tol_o, b.tol_lse),
-                strict=True)))
+            max_o = float(bufs_o.o_c.float().abs().nan_to_num(0).max().item()) if bufs_o.o_c.numel() else 0.0
+            b = TimedBounds(timed_bound_o(tol_o, rep_o.max_abs_err_o, 0.0, bufs_c.dtype, ulp=False),
+                            tol_lse + rep_o.max_abs_err_lse, tol_o, tol_lse, ref_o_max=max_o,
+                            mantissa_bits=MANTISSA_BITS[bufs_c.dtype])
+            bounds[draw.kind] = b if draw.kind not in bounds else bounds[draw.kind].merge(b)
             if draw_i == 0:
                 dense = (bufs_o.q.contiguous(), bufs_o.k.contiguous(), bufs_o.v.contiguous())
                 first = (tuple(t.clone() for t in dense), bufs_c.o_c.clone(), bufs_c.lse_c.clone())

@@ -74,10 +74,12 @@ def first_written_guard(written: list[int] | list[float], names: list[str]) -> s
 #: rows against the fp32 reference: the candidate's and the original's max |o - ref|, max|ref o|, the
 #: candidate's and the original's max |lse - ref| (finite rows), max|ref lse|, rows disagreeing on
 #: lse = +inf (or NaN/-inf); the determinism repeat's outputs bit-equal to draw 0's (1/0; 1 when the
-#: call is no repeat); then one written-element count per guard band.
+#: call is no repeat); max|o| of the original's output (the bound's scale); then one written-element
+#: count per guard band.
 TIMED_SAMPLE_FIELDS = ("inputs_same", "unwritten", "lse_finite_same", "d_o", "d_lse", "row_err_o", "row_err_o_orig",
                        "row_ref_o_max", "row_err_lse", "row_err_lse_orig", "row_ref_lse_max", "row_inf_mismatch",
-                       "repeat_same")
+                       "repeat_same", "orig_o_max")
+_HEAD = len(TIMED_SAMPLE_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -142,22 +144,40 @@ def timed_sample_values(inputs_same: torch.Tensor, o_c: torch.Tensor, lse_c: tor
     ro = z3 if rows_o is None else rows_o
     rm = torch.zeros(2, dtype=torch.float32, device=o_c.device) if ref_max is None else ref_max
     rep = torch.ones((), dtype=torch.bool, device=o_c.device) if repeat_same is None else repeat_same
+    o_max = o_o.float().abs().nan_to_num_(0.0).max() if o_o.numel() else zero
     head = torch.stack([x.to(torch.float64) for x in (inputs_same, unwritten, fin_same, d_o, d_l, rc[0], ro[0], rm[0],
-                                                       rc[1], ro[1], rm[1], rc[2], rep)])
+                                                       rc[1], ro[1], rm[1], rc[2], rep, o_max)])
     return torch.cat([head, guards_written.to(torch.float64)])
 
 
 @dataclass(frozen=True)
 class TimedBounds:
-    """Bounds of a timed call, from the checked draws of its value kind: ``bound_o``/``bound_lse`` on the
-    whole output against the original's (:func:`timed_bound_o`), ``tol_o``/``tol_lse`` the checked calls'
-    reference tolerance (applied per element on the sampled rows, never looser than 2 x the original's
-    error on those rows + the floor)."""
+    """Bounds of a timed call, from the checked draws of its value kind. Against the original's whole
+    output: ``base_o`` (tolerance + the original's error, :func:`timed_bound_o` without its ulp term)
+    measured at outputs of magnitude ``ref_o_max``, scaled to the timed output's magnitude, plus one ulp
+    of the dtype (``mantissa_bits``) there; ``bound_lse`` on lse. ``tol_o``/``tol_lse``: the checked
+    calls' reference tolerance (applied per element on the sampled rows, never looser than 2 x the
+    original's error on those rows + the floor)."""
 
-    bound_o: float
+    base_o: float
     bound_lse: float
     tol_o: float
     tol_lse: float
+    ref_o_max: float = 1.0
+    mantissa_bits: int = 7
+
+    def bound_o(self, o_max: float) -> float:
+        """The whole-output bound for a timed call whose original output has max|o| = ``o_max``: errors of
+        correct kernels scale with the output, and each rounds to the dtype on its own (one ulp)."""
+        mag = max(2 * o_max, 1.0)
+        ulp = 2.0 ** (math.floor(math.log2(mag)) - self.mantissa_bits)
+        return self.base_o * max(1.0, o_max / max(self.ref_o_max, 1e-30)) + ulp
+
+    def merge(self, other: TimedBounds) -> TimedBounds:
+        """The looser of two (several checked draws of one kind)."""
+        return TimedBounds(max(self.base_o, other.base_o), max(self.bound_lse, other.bound_lse),
+                           max(self.tol_o, other.tol_o), max(self.tol_lse, other.tol_lse),
+                           min(self.ref_o_max, other.ref_o_max), self.mantissa_bits)
 
 
 def judge_timed_sample(values: list[float], n: int, tol: TimedBounds,
@@ -168,20 +188,21 @@ def judge_timed_sample(values: list[float], n: int, tol: TimedBounds,
     reference, the checked calls' tolerance), determinism (a repeat of draw 0 must give its bits).
     ``values``: :func:`timed_sample_values` read back (``.tolist()``)."""
     (inputs_same, unwritten, fin_same, d_o, d_l, r_o, r_o_orig, ref_o, r_l, r_l_orig, ref_l, r_bad,
-     repeat_same) = values[:13]
+     repeat_same, o_max) = values[:_HEAD]
     if not inputs_same:
         return "inputs_modified", "input_integrity", f"timed call {n} changed q, k or v"
     if unwritten:
         return "timed_output_wrong", "timed_output", f"timed call {n} left o/lse elements unwritten"
-    broken = first_written_guard(values[13:], guard_names)
+    broken = first_written_guard(values[_HEAD:], guard_names)
     if broken:
         return "out_of_bounds_write", "guard_bands", f"timed call {n}: out-of-bounds write: {broken}"
     if not fin_same or r_bad:
         return ("timed_output_wrong", "timed_output",
                 f"timed call {n}: lse is not +inf on exactly the original's rows (or holds NaN/-inf)")
-    if not (d_o <= tol.bound_o and d_l <= tol.bound_lse):  # written so that a NaN fails
+    bound_o = tol.bound_o(o_max)
+    if not (d_o <= bound_o and d_l <= tol.bound_lse):  # written so that a NaN fails
         return ("timed_output_wrong", "timed_output",
-                (f"timed call {n} on fresh inputs: max|o - original| = {d_o:.3g} (bound {tol.bound_o:.3g}), "
+                (f"timed call {n} on fresh inputs: max|o - original| = {d_o:.3g} (bound {bound_o:.3g}), "
                  f"max|lse - original| = {d_l:.3g} (bound {tol.bound_lse:.3g}); outputs checked untimed were right"))
     lim_o = max(tol.tol_o, 2 * r_o_orig + FLOOR_O * max(1.0, ref_o))
     lim_l = max(tol.tol_lse, 2 * r_l_orig + FLOOR_LSE * max(1.0, ref_l))
@@ -271,7 +292,7 @@ def ulp_at(magnitude: float, dtype: torch.dtype) -> float:
     return 2.0 ** (math.floor(math.log2(mag)) - MANTISSA_BITS[dtype])
 
 
-def timed_bound_o(tol_o: float, orig_err_o: float, max_abs_o: float, dtype: torch.dtype) -> float:
+def timed_bound_o(tol_o: float, orig_err_o: float, max_abs_o: float, dtype: torch.dtype, *, ulp: bool = True) -> float:
     """Bound on max|o_candidate - o_original| for the output of a timed call on fresh inputs.
 
     By the triangle inequality a candidate within ``tol_o`` of the reference differs from the original
@@ -279,6 +300,7 @@ def timed_bound_o(tol_o: float, orig_err_o: float, max_abs_o: float, dtype: torc
     at the output's magnitude: on new inputs each kernel rounds its fp32 result to the dtype on its
     own, and two correct kernels can land on adjacent representable values where the checked draw's
     errors happened to be smaller (seen on an H200: 0.0039 = 1 bf16 ulp in [0.5, 1) against a bound
-    of 0.0034 from the checked draw).
+    of 0.0034 from the checked draw). ``ulp=False`` leaves the ulp out (TimedBounds adds it at the timed
+    output's own magnitude).
     """
-    return tol_o + orig_err_o + ulp_at(max_abs_o, dtype)
+    return tol_o + orig_err_o + (ulp_at(max_abs_o, dtype) if ulp else 0.0)

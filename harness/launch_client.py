@@ -58,7 +58,8 @@ class LauncherKernel:
         shutil.copyfile(lib_path, self.lib)
         ours, theirs = socket.socketpair()
         env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
-        env.update(HOME=self.tmp, TMPDIR=self.tmp, PYTHONPATH=str(REPO_ROOT), PYTHONDONTWRITEBYTECODE="1")
+        path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)  # wheels in /tmp/site
+        env.update(HOME=self.tmp, TMPDIR=self.tmp, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
         cmd = [sys.executable, "-m", "harness.launcher", "--sock", str(theirs.fileno()), "--device", device,
                "--gpu", str(gpu), "--tmp", self.tmp, "--cudart", cudart, "--sandbox", sandbox]
         if guard:

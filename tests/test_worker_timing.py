@@ -27,7 +27,8 @@ from harness.draws import LAYOUTS, CallDrawer
 from harness.reference import attention_reference
 from tests.checker_support import SC, PyKernel, honest, make_runner
 
-BOUNDS = TimedBounds(bound_o=1e-3, bound_lse=1e-4, tol_o=1e-2, tol_lse=1e-4)
+BOUNDS = TimedBounds(base_o=1e-3, bound_lse=1e-4, tol_o=1e-2, tol_lse=1e-4, ref_o_max=1e9, mantissa_bits=60)
+# (ref_o_max huge and 60 mantissa bits: the whole-output bound stays 1e-3 whatever the output's magnitude)
 
 
 def _time(body, *, min_samples=3, max_samples=6, budget_ms=1e9, repeats=1):
@@ -56,7 +57,7 @@ def test_honest_kernel_is_timed_with_one_transfer_per_sample(monkeypatch) -> Non
     assert cand.samples == orig.samples == 6 and anchors == {} and escaped is None
     assert runner.cand.calls == runner.orig.calls == 6
     assert len(transfers) == 6 and not item_calls  # one transfer per sample, nothing else reads back
-    assert transfers[0] == 13 + 4 * 3 + 2 + 2  # 13 checks; guards: q, k, v, o (before, after, outside the view), lse, ws
+    assert transfers[0] == 14 + 4 * 3 + 2 + 2  # 14 fields; guards: q, k, v, o (before, after, outside the view), lse, ws
 
 
 @pytest.mark.parametrize(("budget_ms", "expected"), [(1e-6, 3), (1e9, 6)])
@@ -134,6 +135,15 @@ def _guard_and_wrong(p: Any) -> None:
     _past_lse(p)
 
 
+def test_the_whole_output_bound_scales_with_the_timed_outputs_magnitude() -> None:
+    """A timed draw with a sharper softmax (a larger scale) has larger outputs than the checked draw the
+    bound came from: the bound grows with them (two correct kernels still differ by an ulp there)."""
+    b = TimedBounds(base_o=0.004, bound_lse=1e-3, tol_o=0.003, tol_lse=1e-3, ref_o_max=0.5, mantissa_bits=7)
+    assert b.bound_o(0.5) == pytest.approx(0.004 + 2.0 ** -7)
+    assert b.bound_o(2.0) == pytest.approx(0.016 + 2.0 ** -5)
+    assert b.merge(TimedBounds(0.001, 2e-3, 0.001, 2e-3, ref_o_max=0.25)).bound_lse == 2e-3
+
+
 @pytest.mark.parametrize(("body", "kind", "check", "message"), [
     (_modifies_inputs, "inputs_modified", "input_integrity", "timed call 0 changed q, k or v"),
     (_skips_lse, "timed_output_wrong", "timed_output", "timed call 0 left o/lse elements unwritten"),
@@ -169,12 +179,13 @@ def test_a_cheat_that_starts_after_some_honest_samples_is_named_with_its_call() 
 def test_sampled_rows_hold_timed_calls_to_the_checked_tolerance() -> None:
     """A timed output within the loose whole-output bound against the original, but further from the fp32
     reference on the sampled rows than the checked calls' rule allows, fails (the issue's 10x gap)."""
-    vals = [1.0, 0.0, 1.0, 0.009, 0.0,  # inputs, unwritten, lse rows, d_o within bound_o = 0.01
-            0.009, 0.001, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0]  # rows: cand 0.009 vs tol max(0.002, 2*0.001 + 1e-4)
-    b = TimedBounds(bound_o=0.01, bound_lse=1e-3, tol_o=0.002, tol_lse=1e-3)
+    vals = [1.0, 0.0, 1.0, 0.009, 0.0,  # inputs, unwritten, lse rows, d_o within the whole-output bound ~0.01
+            0.009, 0.001, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0]  # rows: cand 0.009 vs tol max(0.002, 2*0.001 + 1e-4)
+    b = TimedBounds(base_o=0.002, bound_lse=1e-3, tol_o=0.002, tol_lse=1e-3, ref_o_max=1.0, mantissa_bits=7)
+    assert b.bound_o(1.0) == 0.002 + 2.0 ** -6  # + one bf16 ulp at 2 x max|o|
     kind, check, msg = judge_timed_sample(vals, 4, b, [])
     assert (kind, check) == ("timed_output_wrong", "timed_output") and "sampled rows" in msg
-    ok = vals[:5] + [0.0019, 0.001, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0]
+    ok = vals[:5] + [0.0019, 0.001, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0]
     assert judge_timed_sample(ok, 4, b, []) is None
 
 
@@ -311,7 +322,7 @@ def test_sample_values_layout_and_exactness() -> None:
     assert vals[:3] == [1.0, 0.0, 1.0]
     assert vals[3] == (o_c.float() - o_o.float()).abs().nan_to_num(float("inf")).max().item()
     assert vals[4] == (lse_c - lse_o).abs()[fin].max().item()
-    assert vals[12] == 1.0 and vals[13:] == [0.0, 0.0, 5.0, 0.0]
+    assert vals[12] == 1.0 and vals[13] == o_o.float().abs().max().item() and vals[14:] == [0.0, 0.0, 5.0, 0.0]
     names = ["before q", "after q", "before o", "after o"]
     assert judge_timed_sample(vals, 4, TimedBounds(1.0, 1.0, 1.0, 1.0), names) == (
         "out_of_bounds_write", "guard_bands", "timed call 4: out-of-bounds write: 5 elements written before o")
@@ -360,7 +371,7 @@ def test_a_row_that_sees_no_key_must_stay_plus_inf(bad: float) -> None:
 
 
 def test_a_nan_difference_fails_the_bound() -> None:
-    base = [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0]
+    base = [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0]
     for i in (3, 4, 5, 8):
         vals = list(base)
         vals[i] = float("nan")
