@@ -42,6 +42,10 @@ class LauncherError(Exception):
     """The launcher could not start or refused a request (not the kernel's fault)."""
 
 
+class SandboxIpcError(LauncherError):
+    """CUDA IPC (or the memfd mapping) fails under the requested sandbox mode on this machine."""
+
+
 class LauncherKernel:
     """A kernel library in its own launcher process. ``arenas``: harness.arena.HostArenas/CudaArenas
     (how the checker's buffers are exported); ``device``: "cuda" or "cpu"; ``guard``: the entry-point
@@ -51,7 +55,7 @@ class LauncherKernel:
     def __init__(self, name: str, lib_path: str, sha256: str, *, arenas: Any, device: str = "cuda", gpu: int = 0,
                  guard: str | None = None, cudart: str = "libcudart.so.13", sandbox: str = "on",
                  start_timeout_s: float = START_TIMEOUT_S, wait: bool = True) -> None:
-        self.name, self.arenas, self.lib_sha256 = name, arenas, sha256
+        self.name, self.arenas, self.lib_sha256, self.source_lib, self.cudart = name, arenas, sha256, lib_path, cudart
         self.tmp = tempfile.mkdtemp(prefix=f"attnq-{name}-")
         self.libdir = tempfile.mkdtemp(prefix=f"attnq-{name}-lib-")
         self.lib = Path(self.libdir) / "kernel.so"
@@ -76,17 +80,41 @@ class LauncherKernel:
         if wait:
             self.wait_ready()
 
-    def wait_ready(self) -> None:
-        """Wait for the launcher's ``ready`` (its start: Python, CUDA context, sandbox). Raises
-        LauncherError when it could not start, TimeoutError after ``start_timeout_s``."""
+    def wait_ready(self, probe: Any = None) -> None:
+        """Wait for the launcher's start (Python, CUDA context), hand it ``probe`` (a small arena of the
+        checker's; None: one is allocated here) to map before and after it confines itself, and wait for
+        ``ready``. Raises LauncherError when it could not start, SandboxIpcError when the arena could
+        not be mapped under the sandbox (the caller retries with a weaker mode), TimeoutError after
+        ``start_timeout_s``."""
         if self._ready:
             return
-        ready = self._reply(self.start_timeout_s, f"{self.name} launcher start")
+        started = self._reply(self.start_timeout_s, f"{self.name} launcher start")
+        if not started.get("started"):
+            self.close()
+            raise LauncherError(f"the {self.name} launcher could not start: {started.get('error')}")
+        own = probe is None
+        arena = self.arenas.allocate(4096) if own else probe
+        try:
+            desc, fds = self.arenas.export(arena)
+            extra = [os.dup(fd) for fd in fds]  # a second mapping after the sandbox (a memfd is consumed)
+            try:
+                send_msg(self.sock, {"op": "probe", "arena": desc}, fds + extra)
+            finally:
+                for fd in extra:
+                    os.close(fd)
+            ready = self._reply(self.start_timeout_s, f"{self.name} launcher sandbox")
+        finally:
+            if own:
+                self.arenas.free(arena)
         if not ready.get("ready"):
             self.close()
             raise LauncherError(f"the {self.name} launcher could not start: {ready.get('error')}")
         self.sandbox = ready.get("sandbox", {})
         self.guard = bool(ready.get("guard"))
+        if ready.get("ipc_error"):
+            self.close()
+            raise SandboxIpcError(f"the {self.name} launcher cannot map the checker's memory under sandbox mode "
+                                  f"{self.sandbox.get('mode')!r}: {ready['ipc_error']}")
         self._ready = True
 
     # -- plumbing --------------------------------------------------------------------------------

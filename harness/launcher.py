@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tmp", required=True)
     ap.add_argument("--guard", default="")
     ap.add_argument("--cudart", default="libcudart.so.13")
-    ap.add_argument("--sandbox", choices=("on", "off"), default="on")
+    ap.add_argument("--sandbox", choices=("on", "seccomp", "off"), default="on")
     args = ap.parse_args(argv)
     sock = socket.socket(fileno=args.sock)
     os.chdir(args.tmp)
@@ -221,15 +221,29 @@ def main(argv: list[str] | None = None) -> int:
             guard.attnq_guard_last_refused.restype = ctypes.c_char_p
             guard.attnq_guard_refused_count.restype = ctypes.c_long
         dev = _Cuda(args.cudart, args.gpu) if args.device == "cuda" else _Host()
+        send_msg(sock, {"started": True, "pid": os.getpid()})
+        # a probe arena from the checker: mapped once before and once after the sandbox applies, so a
+        # sandbox layer that breaks CUDA IPC on this machine is found now, not at the first scenario
+        probe, fds = recv_msg(sock)
+        if probe is None or probe.get("op") != "probe":
+            return 4
+        close_arena(probe["arena"], open_arena(probe["arena"], fds[:1], dev.rt)[1], dev.rt)
         from harness.sandbox import apply_sandbox
 
         report = apply_sandbox(args.tmp, mode=args.sandbox)
     except Exception as exc:  # noqa: BLE001 - reported to the checker
         send_msg(sock, {"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 4
-    send_msg(sock, {"ready": True, "pid": os.getpid(), "guard": guard is not None,
-                    "sandbox": {"landlock_abi": report.landlock_abi, "seccomp": report.seccomp,
+    ipc_error = None
+    try:
+        close_arena(probe["arena"], open_arena(probe["arena"], fds[1:2], dev.rt)[1], dev.rt)
+    except Exception as exc:  # noqa: BLE001 - the checker falls back to a weaker mode
+        ipc_error = f"{type(exc).__name__}: {exc}"
+    send_msg(sock, {"ready": True, "pid": os.getpid(), "guard": guard is not None, "ipc_error": ipc_error,
+                    "sandbox": {"mode": args.sandbox, "landlock_abi": report.landlock_abi, "seccomp": report.seccomp,
                                 "caps_dropped": report.caps_dropped, "warnings": report.warnings}})
+    if ipc_error:
+        return 5
     launcher = Launcher(dev, guard)
     while True:
         msg, fds = recv_msg(sock)

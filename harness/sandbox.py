@@ -163,15 +163,23 @@ def nvidia_device_paths() -> list[str]:
     return sorted(set(glob.glob("/dev/nvidia*")) | ({"/dev/null"} if os.path.exists("/dev/null") else set()))
 
 
+#: Sandbox modes, strongest first: the launcher falls back one step when CUDA IPC stops working under a
+#: mode (harness/worker.py), and the report says so. "seccomp": no Landlock, capabilities kept.
+MODES = ("on", "seccomp", "off")
+
+
 def apply_sandbox(temp_dir: str, *, mode: str = "on") -> SandboxReport:
     """Confine the calling process (and the threads it starts later). ``mode``: "on" (each layer where
-    available, warnings for the rest) or "off" (nothing; the report says so). Never raises for a layer
-    the system lacks; raises OSError when a layer that IS available fails half-way (the launcher then
-    refuses to load the candidate)."""
+    available, warnings for the rest), "seccomp" (the seccomp filter only) or "off" (nothing; the report
+    says so). Never raises for a layer the system lacks; raises OSError when a layer that IS available
+    fails half-way (the launcher then refuses to load the candidate)."""
     rep = SandboxReport()
     if mode == "off":
-        rep.warnings.append("sandbox switched off (ATTNQ_SANDBOX=off): the candidate runs with the user's rights")
+        rep.warnings.append("sandbox switched off: the candidate runs with the user's rights")
         return rep
+    if mode == "seccomp":
+        rep.warnings.append("Landlock and the capability drop left out (CUDA IPC failed under them): files, "
+                            "TCP and other processes' memory are not confined by the kernel")
     libc = _libc()
     filt: object | None = None
     try:
@@ -183,15 +191,16 @@ def apply_sandbox(temp_dir: str, *, mode: str = "on") -> SandboxReport:
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
     try:
-        _drop_capabilities()
-        rep.caps_dropped = True
+        if mode == "on":
+            _drop_capabilities()
+            rep.caps_dropped = True
     except OSError as exc:
         rep.warnings.append(f"capabilities not dropped ({exc})")
-    abi = landlock_abi()
-    if abi is None:
+    abi = landlock_abi() if mode == "on" else None
+    if abi is None and mode == "on":
         rep.warnings.append("Landlock unavailable in this kernel: file writes outside the temp dir and TCP are "
                             "not blocked by the kernel (seccomp still refuses sockets other than AF_UNIX)")
-    else:
+    elif abi is not None:
         _apply_landlock(abi, [temp_dir], nvidia_device_paths())
         rep.landlock_abi = abi
         if abi < 4:

@@ -116,7 +116,12 @@ def finish_endpoints(job: WorkerJob, cand: Any, orig: Any, arenas: Any) -> tuple
             dev: Any = CudaDevice(torch, job.gpu, cudart)
         else:
             dev = HostDevice()
-        orig.wait_ready(), cand.wait_ready()
+        probe = arenas.allocate(4096)
+        try:
+            orig = _ready_or_weaker(job, orig, arenas, probe)
+            cand = _ready_or_weaker(job, cand, arenas, probe)
+        finally:
+            arenas.free(probe)
         orig.load(job.load_timeout_s)
         refused = cand.load(job.load_timeout_s)
         if refused:
@@ -127,7 +132,29 @@ def finish_endpoints(job: WorkerJob, cand: Any, orig: Any, arenas: Any) -> tuple
     except Exception:
         cand.close(), orig.close()
         raise
-    return dev, {"sandbox": cand.sandbox, "entry_guard": cand.guard, "refused_at_load": list(refused)}
+    return dev, {"sandbox": cand.sandbox, "entry_guard": cand.guard, "refused_at_load": list(refused),
+                 "endpoints": (cand, orig)}
+
+
+def _ready_or_weaker(job: WorkerJob, k: Any, arenas: Any, probe: Any) -> Any:
+    """``k`` ready, or a new launcher in the next weaker sandbox mode (harness.sandbox.MODES) when the
+    checker's memory cannot be mapped under the current one; the report's warnings say so."""
+    from harness.launch_client import LauncherKernel, SandboxIpcError
+    from harness.sandbox import MODES
+
+    mode = job.sandbox
+    while True:
+        try:
+            k.wait_ready(probe)
+            return k
+        except SandboxIpcError as exc:
+            nxt = MODES[MODES.index(mode) + 1] if mode in MODES[:-1] else None
+            if nxt is None:
+                raise
+            print(f"attnq sandbox warning: {exc}; retrying with sandbox mode {nxt!r}", file=sys.stderr)
+            mode = nxt
+            k = LauncherKernel(k.name, k.source_lib, k.lib_sha256, arenas=arenas, device=job.device, gpu=job.gpu,
+                               guard=job.entry_guard_lib, cudart=k.cudart, sandbox=mode, wait=False)
 
 
 def _measure_peak_tflops(torch: Any) -> float:
@@ -215,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     cand, orig, arenas = launchers
     try:
         dev, sandbox = finish_endpoints(job, cand, orig, arenas)
+        cand, orig = sandbox.pop("endpoints")
     except Exception as exc:  # noqa: BLE001 - load timeout, refused start, a library that does not load
         send({"type": "load_error", "message": f"{type(exc).__name__}: {exc}",
               "load_s": round(time.perf_counter() - t_load, 3)})

@@ -71,7 +71,7 @@ def test_an_honest_kernel_in_its_own_process_is_correct(built: Path) -> None:
     res, report = _verify(built)
     assert res.correct, res.message
     assert res.candidate is not None and res.candidate.samples == 3
-    assert set(report) == {"landlock_abi", "seccomp", "caps_dropped", "warnings"}
+    assert set(report) == {"mode", "landlock_abi", "seccomp", "caps_dropped", "warnings"} and report["mode"] == "on"
 
 
 @pytest.mark.skipif(not SANDBOX, reason="this kernel lacks Landlock or seccomp: the launcher warns and runs unconfined")
@@ -172,3 +172,17 @@ def test_arenas_reach_the_launcher_and_nothing_else(built: Path) -> None:
         k.detach(mine)
     finally:
         k.close()
+
+
+@pytest.mark.skipif(not SANDBOX, reason="this kernel lacks Landlock or seccomp")
+def test_the_weaker_seccomp_mode_keeps_the_filter_and_says_what_it_leaves_out(tmp_path: Path) -> None:
+    """The fallback when CUDA IPC fails under the full sandbox: seccomp only, reported as such."""
+    code = ("import json, os, socket, tempfile; from harness.sandbox import apply_sandbox; "
+            "r = apply_sandbox(tempfile.mkdtemp(), mode='seccomp'); "
+            "ok = True\ntry:\n socket.socket(socket.AF_INET)\nexcept PermissionError:\n ok = False\n"
+            "open(os.environ['OUT'], 'w').write('x'); print(json.dumps([r.landlock_abi, r.seccomp, r.caps_dropped, ok, r.warnings]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OUT": str(tmp_path / "w")})
+    landlock, seccomp, caps, inet_ok, warnings = json.loads(out.stdout)
+    assert landlock is None and seccomp and not caps and not inet_ok  # sockets still refused
+    assert (tmp_path / "w").read_text() == "x" and "Landlock" in warnings[0]  # file writes are not confined
