@@ -341,6 +341,7 @@ class Runner:
             self.dev.sync()
             rc = self._result(self.cand.timed_call(p_c), "candidate")
             inputs_same = self._inputs_same_t(bufs_c, bufs_o)  # compared before the original runs
+            self.dev.flush()  # the same preamble as the candidate's call (A/A: like with like)
             self.dev.sync()  # nothing of the checker's runs beside the original's timed call
             ro = self._result(self.orig.timed_call(p_o), "original")
             for name in t_a:
