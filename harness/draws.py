@@ -23,7 +23,8 @@ from harness.scenarios import Scenario
 LAYOUTS = ("dense", "padded_qo", "padded_kv", "padded_all")
 #: Value kinds of the input draws (harness.buffers.Buffers.fill_inputs).
 VALUE_KINDS = ("normal", "large_logits", "shifted")
-#: softmax_scale = factor x 1/sqrt(head_dim); the factor is exactly 1 half of the time, else U[0.5, 1.5].
+#: softmax_scale = factor x 1/sqrt(head_dim); the factor is exactly 1 half of the time, else U[0.5, 1.5]
+#: (layouts and default-or-drawn scales come from a shuffled deck: CallDrawer._layout_scale).
 SCALE_RANGE = (0.5, 1.5)
 
 
@@ -57,11 +58,17 @@ class CallDrawer:
         span = max(min_samples, repeats)
         self.repeat_at = sorted(self.rng.sample(range(span), repeats)) if repeats else []
         self.first: CallDraw | None = None
+        self.deck: list[tuple[str, bool]] = []
 
     def _layout_scale(self) -> tuple[str, float]:
-        layout = self.rng.choice(LAYOUTS)
-        factor = 1.0 if self.rng.random() < 0.5 else self.rng.uniform(*SCALE_RANGE)
-        return layout, factor
+        """From a shuffled deck of every (layout, default scale or not) pair, refilled when empty: each
+        call looks random, and any run of len(deck) consecutive calls covers every pair (so a kernel
+        that misbehaves on one kind of call meets it within the first 8 calls of a scenario)."""
+        if not self.deck:
+            self.deck = [(layout, default) for layout in LAYOUTS for default in (True, False)]
+            self.rng.shuffle(self.deck)
+        layout, default = self.deck.pop()
+        return layout, 1.0 if default else self.rng.uniform(*SCALE_RANGE)
 
     def checked(self, i: int) -> CallDraw:
         """The draw of checked call ``i`` (0-based)."""

@@ -45,7 +45,8 @@ def _options(entry: dict[str, Any], *, policy: bool | None = None, timing: bool 
              scenarios: list[str] | None = None) -> VerifyOptions:
     """Small, fast verification options: few timed samples unless the entry is judged on its timing."""
     samples = {"min_samples": 10, "max_samples": 30, "budget_ms": 300.0} if timing else \
-        {"min_samples": 3, "max_samples": 5, "budget_ms": 50.0}
+        {"min_samples": entry.get("min_samples", 3), "max_samples": max(5, entry.get("min_samples", 3)),
+         "budget_ms": 50.0}
     return VerifyOptions(suite=SUITE, scenario_ids=scenarios or entry["scenarios"],
                          policy=entry.get("policy", True) if policy is None else policy,
                          scenario_timeout_s=HANG_TIMEOUT_S if entry.get("expected_failure_kind") == "timeout" else 120.0,

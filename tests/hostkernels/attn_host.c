@@ -6,7 +6,7 @@
  *
  *   1 WS_QUERY_WORK     the workspace query does the attention when it sees pointers; attn_fwd does nothing
  *   2 WS_QUERY_HALF     attn_fwd computes every other row; the query fills the rest through pointers it stashed
- *   3 RACE_CONTENT_REPLAY  a "race" (1-ulp noise per call) hidden by replaying outputs of identical content
+ *   3 RACE_CONTENT_REPLAY  a "race" (lse's last bits change per call) hidden by replaying outputs of identical content
  *   4 RACE_SECOND_CALL  a "race" hidden by replaying the first call's output on the second call of a shape
  *   5 TIMED_BY_COUNT    lower precision (P with 3 mantissa bits) from the (draws+1)-th call of a shape on
  *   6 TIMED_BY_LAYOUT   lower precision on dense calls with the default scale (the old timed phase)
@@ -89,8 +89,9 @@ static void row(const attn_fwd_params* p, int b, int h, int i, int lowprec, floa
     }
     for (int c = 0; c < d; ++c)
         store(p->o, b * p->o_batch_stride + i * p->o_row_stride + h * p->o_head_stride + c,
-              n > 0 ? acc[c] / l * (1.f + noise) : 0.f, p->dtype);
-    p->lse[((int64_t)b * p->num_heads_q + h) * p->seqlen_q + i] = n > 0 ? m + logf(l) : INFINITY;
+              n > 0 ? acc[c] / l : 0.f, p->dtype);
+    /* noise: the last bits of lse change (a different summation order), within every tolerance */
+    p->lse[((int64_t)b * p->num_heads_q + h) * p->seqlen_q + i] = n > 0 ? m + logf(l) + noise : INFINITY;
 }
 
 static void attention(const attn_fwd_params* p, int lowprec, float noise, int stride_rows) {
@@ -185,7 +186,7 @@ int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
         memcpy(p->lse, saved_lse, nl * 4);
         return 0;
     }
-    attention(p, 0, (float)((calls * 2654435761u) % 7) * 1e-3f, 1);  /* the "race": a different rounding per call */
+    attention(p, 0, 1e-5f * (float)calls, 1);  /* the "race": different last bits on every call */
     if (saved_o == NULL) { saved_o = malloc(no * 2); saved_lse = malloc(nl * 4); }
     for (int b = 0; b < p->batch; ++b)
         for (int i = 0; i < p->seqlen_q; ++i)
