@@ -22,7 +22,8 @@ from harness.logging import configure_logging
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 #: Subcommand modules under attnq.commands, in help order.
-COMMANDS = ("compile", "scenarios", "verify", "reflect", "declare", "questions", "trace", "serve")
+COMMANDS = ("compile", "scenarios", "verify", "reflect", "declare", "questions", "trace", "report", "evolve",
+            "export", "peer_test", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,6 +12,12 @@ original runs. Checked draws compare both outputs with the full fp32 reference; 
 compared with the original's output (whole) and with the fp32 reference on sampled rows, under the
 checked draws' tolerance; determinism repeats replay draw 0's values (reordered) among the timed
 calls and must reproduce its bits.
+
+Scenario fields (harness/scenarios.py) win over the draws: a declared ``layout`` is every call's layout,
+a declared ``softmax_scale`` every call's scale, declared ``inputs`` every call's values for the tensors
+they name; ``repeats`` raises the number of determinism repeats (harness.draws.repeats_of). The memory
+guard runs before any allocation; the exactness check after the reference checks of each checked draw.
+Anchors (torch SDPA backends, FA3) run here on the original's buffers, timed like the kernels.
 """
 
 from __future__ import annotations
@@ -21,9 +27,22 @@ import time
 from typing import Any
 
 from harness.abi import make_params, null_data_copy
-from harness.buffers import Buffers
-from harness.draws import LAYOUTS, CallDraw, CallDrawer, permute_inputs, permute_outputs
-from harness.endpoints import CallResult, KernelEndpoint, KernelFatal, RefusedCall, fatal_kind
+from harness.buffers import DECLARED, Buffers
+from harness.draws import (
+    LAYOUTS,
+    CallDraw,
+    CallDrawer,
+    permute_inputs,
+    permute_outputs,
+    repeats_of,
+)
+from harness.endpoints import (
+    CallResult,
+    KernelEndpoint,
+    KernelFatal,
+    RefusedCall,
+    fatal_kind,
+)
 from harness.scenarios import Scenario
 from harness.verdict import ErrorStats, PhaseTimes, ScenarioResult, TimingStats
 
@@ -147,9 +166,9 @@ class Runner:
         any buffer of the scenario exists (a small dense probe supplies the strides)."""
         probe = Buffers(self.torch, sc, dtype, "meta")
         need = 0
-        for layout in LAYOUTS:
+        for layout in probe.layouts:
             probe.apply(layout, 1.0)
-            p = make_params(probe.q, probe.k, probe.v, probe.o_c, probe.lse_c, softmax_scale=probe.default_scale,
+            p = make_params(probe.q, probe.k, probe.v, probe.o_c, probe.lse_c, softmax_scale=probe.scale,
                             causal=sc.causal, num_sms=self.dev.num_sms, data_ptrs=False)
             need = max(need, kernel.workspace_bytes(null_data_copy(p)))
         return need
@@ -162,9 +181,16 @@ class Runner:
         seed = (self.job.seed * 1_000_003 + index) % (1 << 63)
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)
-        drawer = CallDrawer(sc, seed ^ 0x5EED, draws=self.job.draws, repeats=self.job.repeats,
-                            min_samples=self.job.min_samples)
+        drawer = CallDrawer(sc, seed ^ 0x5EED, draws=self.job.draws, repeats=repeats_of(sc, self.job.repeats),
+                            min_samples=self.job.min_samples, layouts=(DECLARED,) if sc.layout is not None else LAYOUTS)
         base.phases = self.phases = PhaseTimes()
+        if self.dev.kind == "cuda":
+            from harness.memory import worker_refusal
+
+            too_big = worker_refusal(torch, sc, self.job.gpu)  # the memory guard, before any allocation
+            if too_big:
+                base.failure_kind, base.check, base.message = "out_of_memory", "memory_guard", too_big
+                return base
         try:
             ws_c, ws_o = self._query(self.cand, sc, dtype), self._query(self.orig, sc, dtype)
         except RefusedCall as exc:
@@ -242,14 +268,23 @@ class Runner:
     def _inputs_same_t(self, bufs_c: Buffers, bufs_o: Buffers) -> Any:
         from harness.checks import bits_equal_t
 
-        return self.torch.stack([bits_equal_t(a, b) for a, b in zip((bufs_c.q, bufs_c.k, bufs_c.v),
-                                                                     (bufs_o.q, bufs_o.k, bufs_o.v), strict=True)]).all()
+        # whole regions: the views and what surrounds them (padding, cache slack, the rest of a packed buffer)
+        return self.torch.stack([bits_equal_t(a, b) for a, b in zip(bufs_c.input_regions_t(), bufs_o.input_regions_t(),
+                                                                     strict=True)]).all()
 
     def _check(self, sc: Scenario, bufs_c: Buffers, bufs_o: Buffers, gen: Any, drawer: CallDrawer):
         """Correctness over ``draws`` fresh input draws. Returns the worst errors, the timed bounds per
         value kind and draw 0's (pristine inputs, candidate outputs) for the determinism repeats."""
-        from harness.checks import (MANTISSA_BITS, TimedBounds, count_poison, error_report, judge, timed_bound_o,
-                                    tolerances)
+        from harness.checks import (
+            MANTISSA_BITS,
+            TimedBounds,
+            count_poison,
+            error_report,
+            judge,
+            timed_bound_o,
+            tolerances,
+        )
+        from harness.exactness import exactness_failure
         from harness.reference import attention_reference
 
         torch = self.torch
@@ -262,7 +297,8 @@ class Runner:
             self.dev.sync()  # the launcher's context must see the prepared buffers
             self._result(self.cand.call(self._params(bufs_c, sc)), "candidate")
             self.dev.sync()
-            where = f"[draw {draw_i}: {draw.kind} inputs, {draw.layout} layout]"
+            what = f"{draw.kind} inputs" if sc.inputs is None else f"the scenario's inputs, {draw.kind} for the others"
+            where = f"[draw {draw_i}: {what}, {draw.layout} layout]"
             if not bool(self._inputs_same_t(bufs_c, bufs_o)):
                 raise Fail("inputs_modified", "input_integrity", f"q, k or v changed during the call {where}")
             broken = bufs_c.guards_intact()
@@ -281,6 +317,7 @@ class Runner:
             self.dev.sync()
             rep_o = error_report(bufs_o.o_c, bufs_o.lse_c, o_ref, lse_ref)
             rep_c = error_report(bufs_c.o_c, bufs_c.lse_c, o_ref, lse_ref)
+            inexact = exactness_failure(bufs_c.o_c, bufs_o.v, causal=sc.causal)  # judged after the reference checks
             tol_o, tol_lse = tolerances(rep_o, o_ref, lse_ref)
             del o_ref, lse_ref
             self.phases.reference_s = round(self.phases.reference_s + time.perf_counter() - t_ref, 4)
@@ -292,6 +329,8 @@ class Runner:
             bad = judge(rep_c, tol_o, tol_lse, bufs_c.dtype)
             if bad:
                 raise Fail(bad[0], bad[1], f"{bad[2]} {where}")
+            if inexact:
+                raise Fail("wrong_output", "exactness", f"{inexact} {where}")
             max_o = float(bufs_o.o_c.float().abs().nan_to_num(0).max().item()) if bufs_o.o_c.numel() else 0.0
             b = TimedBounds(timed_bound_o(tol_o, rep_o.max_abs_err_o, 0.0, bufs_c.dtype, ulp=False),
                             tol_lse + rep_o.max_abs_err_lse, tol_o, tol_lse, ref_o_max=max_o,
@@ -314,20 +353,26 @@ class Runner:
         (harness.checks.timed_sample_values), judged in the order of harness.checks.judge_timed_sample.
         Sampling stops at ``max_samples``, or once ``min_samples`` (and every scheduled repeat) are taken
         and the loop's host wall time exceeds ``budget_ms``."""
-        from harness.checks import bits_equal_t, judge_timed_sample, row_errors_t, sample_rows, timed_sample_values
+        from harness.checks import (
+            bits_equal_t,
+            judge_timed_sample,
+            row_errors_t,
+            sample_rows,
+            timed_sample_values,
+        )
         from harness.reference import attention_reference_rows
 
         torch, job = self.torch, self.job
-        support = {name: _sdpa_supported(torch, sc, bufs_o, name) for name in job.anchors}
+        anchors = _Anchors(torch, sc, job.anchors)
         t_c: list[float] = []
         t_o: list[float] = []
         w_c: list[float] = []
         w_o: list[float] = []
-        t_a: dict[str, list[float]] = {k: [] for k, ok in support.items() if ok}
+        t_a: dict[str, list[float]] = {k: [] for k in job.anchors}
         gpu_ms = 0.0
         n = 0
         t_loop = time.perf_counter()
-        while n < job.max_samples and (n < job.min_samples or drawer.pending_repeats(n)
+        while n < max(job.max_samples, drawer.samples_needed) and (n < job.min_samples or drawer.pending_repeats(n)
                                        or (time.perf_counter() - t_loop) * 1e3 < job.budget_ms):
             draw = drawer.timed(n)
             values = None
@@ -345,9 +390,10 @@ class Runner:
             self.dev.sync()  # nothing of the checker's runs beside the original's timed call
             ro = self._result(self.orig.timed_call(p_o), "original")
             for name in t_a:
-                fn = _sdpa_runner(torch, sc, bufs_o, name)
-                t_a[name].append(self.dev.timed(fn, ANCHOR_HOST_COVER_CYCLES)[0])
-                gpu_ms += t_a[name][-1]
+                fn = anchors.runner(name, bufs_o, draw.layout)
+                if fn is not None:
+                    t_a[name].append(self.dev.timed(fn, ANCHOR_HOST_COVER_CYCLES)[0])
+                    gpu_ms += t_a[name][-1]
             rows = sample_rows(sc.batch, sc.num_heads_q, sc.seqlen_q, ROW_PAIRS, ROWS_PER_PAIR, gen, self.device)
             t_ref = time.perf_counter()
             o_ref, lse_ref = attention_reference_rows(bufs_o.q, bufs_o.k, bufs_o.v, rows.batch_idx, rows.head_idx,
@@ -378,7 +424,7 @@ class Runner:
             t_c = [w - over_o for w in w_c]
             escaped = (f"stream_timing: work outlived the end event by {over_c - over_o:.3f} ms per call "
                        "(launched on another stream?); host wall-clock time used")
-        anchor_stats: dict[str, TimingStats | None] = {k: (_stats(t_a[k]) if k in t_a else None) for k in support}
+        anchor_stats: dict[str, TimingStats | None] = {k: (_stats(t_a[k]) if t_a[k] else None) for k in t_a}
         return _stats(t_c), _stats(t_o), anchor_stats, escaped
 
 
@@ -410,6 +456,32 @@ def _sdpa_runner(torch: Any, sc: Scenario, bufs: Buffers, backend: str) -> Any:
             F.scaled_dot_product_attention(q, k, v, **kwargs)
 
     return run
+
+
+class _Anchors:
+    """The anchors of one scenario's timing loop: a zero-argument callable per anchor on the original's
+    current views and scale, or None where the anchor cannot run them (tried once per layout: FA3 and the
+    SDPA backends refuse some shapes and strides). An anchor that runs on none of the scenario's timed
+    calls gets no time (``ScenarioResult.anchors[name] is None``)."""
+
+    def __init__(self, torch: Any, sc: Scenario, names: list[str]) -> None:
+        self.torch, self.sc, self.names = torch, sc, names
+        self.support: dict[tuple[str, str], Any] = {}
+
+    def runner(self, name: str, bufs: Buffers, layout: str) -> Any:
+        key = (name, layout)
+        if name == "fa3":
+            from harness.anchors import fa3_bound, fa3_runner
+
+            if key not in self.support:
+                fn = fa3_runner(self.torch, self.sc.causal, bufs.q, bufs.k, bufs.v, bufs.scale)
+                self.support[key] = None if fn is None else fn.keywords
+            extra = self.support[key]
+            return None if extra is None else fa3_bound(self.torch, self.sc.causal, bufs.q, bufs.k, bufs.v,
+                                                         bufs.scale, extra)
+        if key not in self.support:
+            self.support[key] = _sdpa_supported(self.torch, self.sc, bufs, name)
+        return _sdpa_runner(self.torch, self.sc, bufs, name) if self.support[key] else None
 
 
 def _sdpa_supported(torch: Any, sc: Scenario, bufs: Buffers, backend: str) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -21,15 +21,33 @@ class Settings(BaseSettings):
     suite: str = Field(default="quick", description="default suite: quick, full, production or a suite file")
     arch: str = Field(default="sm_90a", description="default nvcc target arch")
     goal_speedup: float = Field(default=1.0, gt=0, description="goal: all correct and geomean vs original >= this")
-    goal_anchor: str | None = Field(default=None, description="optional anchor the goal is measured against (cudnn|flash)")
+    goal_anchor: str | None = Field(default=None, description="optional anchor the goal is measured against "
+                                    "(cudnn|flash|fa3; fa3 needs FlashAttention-3's flash_attn_interface)")
     stall_window: int = Field(default=4, ge=2, description="stall: best not improved over this many verified attempts")
     stall_min_gain: float = Field(default=0.01, ge=0, description="stall: relative gain that counts as improvement")
     stall_failures: int = Field(default=3, ge=1, description="stall: this many consecutive failed attempts")
     suspicious_jump: float = Field(default=1.3, gt=1, description="suspicious_win: jump over previous best in one step")
     bank_paths: list[Path] = Field(default_factory=list, description="extra question banks (team, personal), in order")
+    hbm_tbps: float | None = Field(default=None, gt=0, description="HBM bandwidth for the memory roof, TB/s "
+                                   "(default: the measured H200 figure, harness/roofline.py)")
+    matmul_tflops: float | None = Field(default=None, gt=0, description="matmul rate for the compute roof, "
+                                        "TFLOP/s (default: the rate each verification measures)")
     seed: int | None = Field(default=None, description="seed for question selection (tests); None = random")
     state: Path | None = Field(default=None, description="where attnq keeps its build cache, campaign store and "
                                "locks (ATTNQ_STATE); default <workspace>/.attnq")
+
+    @field_validator("goal_anchor")
+    @classmethod
+    def _known_anchor(cls, value: str | None) -> str | None:
+        """An anchor name of harness.anchors.ANCHORS ("original" and "" mean none); availability is
+        checked where the goal is used (harness.anchors.require_anchors)."""
+        from harness.anchors import ANCHORS
+
+        if value in (None, "", "original"):
+            return None
+        if value not in ANCHORS:
+            raise ValueError(f"{value!r} is not an anchor; use one of {', '.join(ANCHORS)}")
+        return value
 
     @property
     def state_dir(self) -> Path:

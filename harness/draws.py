@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from harness.scenarios import Scenario
 
 #: Layouts a call can get (harness.buffers.Buffers.apply): dense, or a head stride of head_dim + 8
-#: (poisoned padding) on q and o, on k and v, or on all four. All keep 16-byte aligned rows.
+#: (poisoned padding) on q and o, on k and v, or on all four. All keep 16-byte aligned rows. A scenario
+#: that declares a ``layout`` gets only that one (harness.buffers.DECLARED) on every call.
 LAYOUTS = ("dense", "padded_qo", "padded_kv", "padded_all")
 #: Value kinds of the input draws (harness.buffers.Buffers.fill_inputs).
 VALUE_KINDS = ("normal", "large_logits", "shifted")
@@ -48,24 +49,28 @@ class CallDrawer:
         sc: the scenario (its shape decides which permutations exist).
         seed: per-scenario seed (from the run's secret seed).
         draws: checked draws; draw ``i`` gets value kind ``VALUE_KINDS[i % 3]`` (each kind covered).
-        repeats: determinism repeats of draw 0, placed at random positions among the first
-            ``max(min_samples, repeats)`` timed samples.
+        repeats: determinism repeats of draw 0 (see :func:`repeats_of`), placed at random positions among
+            the first ``max(min_samples, repeats)`` timed samples.
+        layouts: the layouts calls draw from (default LAYOUTS; a declared layout: ``("declared",)``).
     """
 
-    def __init__(self, sc: Scenario, seed: int, *, draws: int, repeats: int, min_samples: int) -> None:
-        self.sc, self.rng = sc, random.Random(seed)
+    def __init__(self, sc: Scenario, seed: int, *, draws: int, repeats: int, min_samples: int,
+                 layouts: tuple[str, ...] = LAYOUTS) -> None:
+        self.sc, self.rng, self.layouts = sc, random.Random(seed), layouts
         self.kinds = tuple(VALUE_KINDS[i % len(VALUE_KINDS)] for i in range(draws))
         span = max(min_samples, repeats)
         self.repeat_at = sorted(self.rng.sample(range(span), repeats)) if repeats else []
         self.first: CallDraw | None = None
         self.deck: list[tuple[str, bool]] = []
+        #: timed samples the loop must reach (the last scheduled repeat's, plus one)
+        self.samples_needed = self.repeat_at[-1] + 1 if self.repeat_at else 0
 
     def _layout_scale(self) -> tuple[str, float]:
         """From a shuffled deck of every (layout, default scale or not) pair, refilled when empty: each
         call looks random, and any run of len(deck) consecutive calls covers every pair (so a kernel
         that misbehaves on one kind of call meets it within the first 8 calls of a scenario)."""
         if not self.deck:
-            self.deck = [(layout, default) for layout in LAYOUTS for default in (True, False)]
+            self.deck = [(layout, default) for layout in self.layouts for default in (True, False)]
             self.rng.shuffle(self.deck)
         layout, default = self.deck.pop()
         return layout, 1.0 if default else self.rng.uniform(*SCALE_RANGE)
@@ -91,6 +96,12 @@ class CallDrawer:
     def pending_repeats(self, n_done: int) -> bool:
         """True while a scheduled repeat lies at or after sample ``n_done`` (the loop must reach it)."""
         return any(n >= n_done for n in self.repeat_at)
+
+
+def repeats_of(sc: Scenario, job_repeats: int) -> int:
+    """Determinism repeats of draw 0 for ``sc``: the scenario's ``repeats`` (calls on the same inputs,
+    the first included) less one, at least the job's ``repeats``."""
+    return max(job_repeats, sc.repeats - 1)
 
 
 def permutation(sc: Scenario, rng: random.Random) -> tuple[str | None, tuple[int, ...]]:

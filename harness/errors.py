@@ -32,6 +32,12 @@ class InputError(AttnqError):
     code = "input_error"
 
 
+class AnchorUnavailableError(InputError):
+    """A requested timing anchor cannot be timed here (fa3 without FlashAttention-3's flash_attn_interface)."""
+
+    code = "anchor_unavailable"
+
+
 class WorkspaceError(InputError):
     """A path that resolves outside the workspace (refused at the edge)."""
 

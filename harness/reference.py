@@ -35,13 +35,14 @@ def attention_reference(
         q: ``[batch, seqlen_q, num_heads_q, head_dim]`` any float dtype (upcast to fp32), any strides;
             never modified (also when already fp32).
         k, v: ``[batch, seqlen_k, num_heads_kv, head_dim]``; ``num_heads_q % num_heads_kv == 0`` (GQA/MQA:
-            query head ``h`` reads key/value head ``h // (num_heads_q // num_heads_kv)``).
+            query head ``h`` reads key/value head ``h // (num_heads_q // num_heads_kv)``). v may have its
+            own last dimension ``head_dim_v`` (FlashAttention-3's tests use it; the kernel ABI does not).
         softmax_scale: default ``1/sqrt(head_dim)``.
         causal: bottom-right aligned: query i sees key j iff ``j <= i + seqlen_k - seqlen_q``.
         chunk_q: query rows per chunk; peak extra memory ~ ``4 * batch * heads * chunk_q * seqlen_k`` bytes.
         chunk_heads: query heads per chunk (default: all, or fewer when the score block would exceed ~1 GiB).
     Returns:
-        ``(o, lse)``: o ``[batch, seqlen_q, num_heads_q, head_dim]`` fp32, lse ``[batch, num_heads_q, seqlen_q]``
+        ``(o, lse)``: o ``[batch, seqlen_q, num_heads_q, head_dim_v]`` fp32, lse ``[batch, num_heads_q, seqlen_q]``
         fp32 (natural log of the softmax denominator including the scale). A row that sees no key (causal
         with ``seqlen_q > seqlen_k``, or ``seqlen_k == 0``) has ``o = 0`` and ``lse = +inf``.
     Raises:
@@ -51,11 +52,11 @@ def attention_reference(
         raise ValueError("q, k, v must be 4-D [batch, seqlen, heads, head_dim]")
     b, sq, hq, d = q.shape
     bk, sk, hk, dk = k.shape
-    if (bk, dk) != (b, d) or v.shape != k.shape or hq % hk:
+    if (bk, dk) != (b, d) or v.shape[:3] != k.shape[:3] or hq % hk:
         raise ValueError(f"incompatible shapes q={tuple(q.shape)} k={tuple(k.shape)} v={tuple(v.shape)}")
     scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
     group = hq // hk
-    o = torch.empty((b, sq, hq, d), dtype=torch.float32, device=q.device)
+    o = torch.empty((b, sq, hq, v.shape[3]), dtype=torch.float32, device=q.device)
     lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
     if chunk_heads is None:
         budget = (1 << 30) // 4

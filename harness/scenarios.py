@@ -2,19 +2,27 @@
 
 A suite file holds ``[[grid]]`` tables (cross product of list-valued fields), ``[[scenario]]`` tables
 and/or an ``[include]`` table selecting ``ids`` or ``groups`` of another suite. See full.toml's header
-for the fields. Ids derive from the fields, so the same shape has the same id in every suite.
+and docs/checks.md ("Scenario fields") for the fields. Ids derive from the fields, so the same scenario
+has the same id in every suite. Unknown keys, invalid values and scenarios the original kernel cannot run
+are refused when the suite loads, naming the file and line.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
+import math
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import InputError
+from harness.inputs import DIST_NAMES, InputsSpec
+from harness.layouts import LayoutSpec
+from harness.suite_file import SuiteText, describe_error, suggest
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 HEAD_DIMS = (64, 96, 128, 192, 256)
@@ -22,7 +30,17 @@ HEAD_DIMS = (64, 96, 128, 192, 256)
 
 class Scenario(BaseModel):
     """One attention-forward problem. q/o ``[batch, seqlen_q, num_heads_q, head_dim]``, k/v
-    ``[batch, seqlen_k, num_heads_kv, head_dim]``, lse ``[batch, num_heads_q, seqlen_q]``."""
+    ``[batch, seqlen_k, num_heads_kv, head_dim]``, lse ``[batch, num_heads_q, seqlen_q]``.
+
+    Beyond the shape a scenario may fix what bug reports need (each optional; docs/checks.md, "Scenario
+    fields"): ``softmax_scale`` (default 1/sqrt(head_dim), drawn in [0.5, 1.5] x that on later draws),
+    ``inputs`` (value distributions per tensor, harness/inputs.py), ``layout`` (strides and storage,
+    harness/layouts.py), ``repeats`` (calls on the same inputs that must be bit-identical), ``fresh_process``
+    (the scenario's first call is the candidate's first call in a new worker process) and ``name`` (a
+    suffix of the id).
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     group: str
     batch: int = Field(ge=1)
@@ -33,6 +51,12 @@ class Scenario(BaseModel):
     head_dim: int
     causal: bool
     dtype: Literal["bf16", "fp16"] = "bf16"
+    softmax_scale: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    inputs: InputsSpec | None = None
+    layout: LayoutSpec | None = None
+    repeats: int = Field(default=2, ge=2, le=100, description="calls on the same inputs (draw 0), all bit-identical")
+    fresh_process: bool = False
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.+-]{1,48}$")
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
@@ -40,15 +64,44 @@ class Scenario(BaseModel):
             raise ValueError(f"num_heads_q={self.num_heads_q} not divisible by num_heads_kv={self.num_heads_kv}")
         if self.head_dim % 8 or not 8 <= self.head_dim <= 256:
             raise ValueError(f"head_dim={self.head_dim} must be a multiple of 8 in 8..256")
+        problems = (self.inputs.problems(self) if self.inputs else []) + (self.layout.problems(self) if self.layout else [])
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @property
+    def extras(self) -> dict[str, Any]:
+        """The non-shape fields that differ from their defaults (JSON-ready): part of the id."""
+        return self.model_dump(mode="json", include=set(EXTRA_FIELDS), exclude_defaults=True)
+
+    @property
     def id(self) -> str:
-        """Stable id, e.g. ``gqa/b4-s4096-h32x8-d128-causal-bf16``."""
+        """Stable id, e.g. ``gqa/b4-s4096-h32x8-d128-causal-bf16``, then ``-<name>`` when named, ``-sc<scale>``
+        for a declared softmax_scale, and for other extra fields of an unnamed scenario ``-x<8 hex digits of
+        their hash>`` (a named one stands for them: two with the same shape, name and scale are duplicates)."""
         s = f"s{self.seqlen_q}" if self.seqlen_q == self.seqlen_k else f"sq{self.seqlen_q}-sk{self.seqlen_k}"
         h = f"h{self.num_heads_q}" if self.num_heads_q == self.num_heads_kv else f"h{self.num_heads_q}x{self.num_heads_kv}"
         c = "causal" if self.causal else "noncausal"
-        return f"{self.group}/b{self.batch}-{s}-{h}-d{self.head_dim}-{c}-{self.dtype}"
+        out = f"{self.group}/b{self.batch}-{s}-{h}-d{self.head_dim}-{c}-{self.dtype}"
+        if self.name:
+            out += f"-{self.name}"
+        if self.softmax_scale is not None:
+            out += f"-sc{self.softmax_scale:g}"
+        other = {k: v for k, v in self.extras.items() if k != "softmax_scale"}
+        if other and not self.name:
+            out += "-x" + hashlib.sha256(json.dumps(other, sort_keys=True).encode()).hexdigest()[:8]
+        return out
+
+    @property
+    def scale(self) -> float:
+        """The softmax_scale of draw 0: the declared one, else 1/sqrt(head_dim)."""
+        return self.softmax_scale if self.softmax_scale is not None else 1.0 / math.sqrt(self.head_dim)
+
+    def visible_keys(self, i: int) -> int:
+        """Keys query row ``i`` sees (bottom-right causal: ``min(seqlen_k, max(0, i + seqlen_k - seqlen_q + 1))``)."""
+        if not self.causal:
+            return self.seqlen_k
+        return min(self.seqlen_k, max(0, i + self.seqlen_k - self.seqlen_q + 1))
 
     @property
     def visible_pairs(self) -> int:
@@ -73,6 +126,32 @@ class Scenario(BaseModel):
         qo = 2 * self.batch * self.seqlen_q * self.num_heads_q * self.head_dim * 2
         kv = 2 * self.batch * self.seqlen_k * self.num_heads_kv * self.head_dim * 2
         return qo + kv + 4 * self.batch * self.num_heads_q * self.seqlen_q
+
+
+#: Fields beyond the shape (they change the id when set).
+EXTRA_FIELDS = ("softmax_scale", "inputs", "layout", "repeats", "fresh_process")
+#: Keys a [[grid]] / [[scenario]] table may hold: the Scenario fields and the shorthands of _expand.
+TABLE_KEYS = ("group", "batch", "seqlen", "seqlen_q", "seqlen_k", "batch_seqlen", "heads", "hidden", "num_heads_q",
+              "num_heads_kv", "head_dim", "causal", "dtype", "softmax_scale", "inputs", "layout", "repeats",
+              "fresh_process", "name")
+#: Grid limits of the original kernel (kernels/attn_original.cu returns 2 beyond them).
+ORIGINAL_MAX_BATCH = 65535
+ORIGINAL_MAX_HEADS = 65535
+
+
+def original_refusals(sc: Scenario) -> list[str]:
+    """Why the original kernel cannot run ``sc`` (empty when it can): such a scenario would fail every
+    candidate, since correctness is judged against the original's error. Source: attn_fwd's checks in
+    kernels/attn_original.cu (head_dim 64/96/128/192/256; batch in gridDim.z and num_heads_q in gridDim.y,
+    at most 65535 each)."""
+    out = []
+    if sc.head_dim not in HEAD_DIMS:
+        out.append(f"head_dim={sc.head_dim}: the original kernel supports only {', '.join(map(str, HEAD_DIMS))}")
+    if sc.batch > ORIGINAL_MAX_BATCH:
+        out.append(f"batch={sc.batch}: the original kernel puts batch in gridDim.z (at most {ORIGINAL_MAX_BATCH})")
+    if sc.num_heads_q > ORIGINAL_MAX_HEADS:
+        out.append(f"num_heads_q={sc.num_heads_q}: the original kernel puts heads in gridDim.y (at most {ORIGINAL_MAX_HEADS})")
+    return out
 
 
 class Suite(BaseModel):
@@ -136,33 +215,85 @@ def _resolve(name_or_path: str | Path) -> Path:
     return builtin
 
 
+def _file_order(where: SuiteText, data: dict[str, Any]) -> list[tuple[str, int]]:
+    """``(kind, index)`` of every [[grid]] and [[scenario]] table in the order they appear in the file."""
+    counts = {"grid": len(data.get("grid", [])), "scenario": len(data.get("scenario", []))}
+    seen = {"grid": 0, "scenario": 0}
+    out = []
+    for _, name, is_array in where.headers:
+        if is_array and name in seen and seen[name] < counts[name]:
+            out.append((name, seen[name]))
+            seen[name] += 1
+    for kind, n in counts.items():  # tables the header scan missed (none in a well-formed file)
+        out += [(kind, i) for i in range(seen[kind], n)]
+    return out
+
+
 def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -> Suite:
-    """Load a built-in suite (``quick``, ``full``, ``production``) or a suite TOML file.
+    """Load a built-in suite (``quick``, ``full``, ``production``, ``bugs``) or a suite TOML file.
 
     Raises:
-        InputError: unknown suite, unreadable or malformed file, invalid scenario, duplicate id,
-            include cycle, unknown id or group in an include.
+        InputError: unknown suite, unreadable or malformed file, an unknown key (named with its file and
+            line), an invalid scenario (file and line), a scenario the original kernel cannot run, a
+            duplicate id, an include cycle, an unknown id or group in an include.
     """
     path = _resolve(name_or_path).resolve()
     if path in _seen:
         raise InputError(f"suite include cycle through {path}")
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        text = path.read_text()
+        data = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"cannot read suite {path}: {exc}") from None
-    unknown = set(data) - {"name", "description", "grid", "scenario", "include"}
+    where = SuiteText(text)
+
+    def fail(kind: str, index: int, keys: list[str], msg: str) -> InputError:
+        line = where.line_of(kind, index, keys)
+        at = f" line {line}" if line else ""
+        table = f"[{kind}]" if kind == "include" else f"[[{kind}]] #{index + 1}"
+        return InputError(f"suite {path.name}{at}: {table}: {msg}")
+
+    unknown = sorted(set(data) - {"name", "description", "grid", "scenario", "include"})
     if unknown:
-        raise InputError(f"suite {path.name}: unknown top-level keys {sorted(unknown)}")
+        lines = [str(i + 1) for i, line in enumerate(where.lines) if line.split("=")[0].strip() == unknown[0]]
+        at = f" line {lines[0]}" if lines else ""
+        raise InputError(f"suite {path.name}{at}: unknown top-level key {unknown[0]!r}"
+                         f"{suggest(unknown[0], ('name', 'description', 'grid', 'scenario', 'include'))}; "
+                         "known: name, description, [[grid]], [[scenario]], [include]")
     scenarios: list[Scenario] = []
-    try:
-        for table in data.get("grid", []):
-            scenarios += [Scenario(**f) for f in _expand(table, grid=True)]
-        for table in data.get("scenario", []):
-            scenarios += [Scenario(**f) for f in _expand(table, grid=False)]
-    except (ValidationError, TypeError, ValueError, KeyError) as exc:
-        raise InputError(f"suite {path.name}: invalid scenario: {exc}") from None
+    for kind in ("grid", "scenario"):
+        if not isinstance(data.get(kind, []), list):
+            raise InputError(f"suite {path.name}: {kind} must be an array of tables ([[{kind}]])")
+    for kind, index in _file_order(where, data):
+        table = data[kind][index]
+        for key in table:
+            if key not in TABLE_KEYS:
+                raise fail(kind, index, [key], f"unknown key {key!r}{suggest(key, TABLE_KEYS)}; known keys: "
+                                               f"{', '.join(TABLE_KEYS)}")
+        try:
+            fields = _expand(table, grid=kind == "grid")
+        except (TypeError, ValueError, KeyError) as exc:
+            raise fail(kind, index, [], f"cannot expand: {exc!r}") from None
+        for f in fields:
+            try:
+                sc = Scenario(**f)
+            except ValidationError as exc:
+                errs = sorted(exc.errors(), key=lambda e: e.get("type") != "extra_forbidden")  # unknown keys first
+                keys, msg = describe_error(errs[0], DIST_NAMES)
+                more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+                raise fail(kind, index, keys, f"invalid scenario: {msg}{more}") from None
+            refused = original_refusals(sc)
+            if refused:
+                raise fail(kind, index, ["head_dim" if "head_dim" in refused[0] else refused[0].split("=")[0]],
+                           f"{sc.id}: {'; '.join(refused)}, so every candidate would fail this scenario: "
+                           "change it or drop it")
+            scenarios.append(sc)
     inc = data.get("include")
     if inc:
+        for key in inc:
+            if key not in ("suite", "ids", "groups"):
+                raise fail("include", 0, [key], f"unknown key {key!r}{suggest(key, ('suite', 'ids', 'groups'))}; "
+                                                "known keys: suite, ids, groups")
         base = load_suite(inc.get("suite", "full"), _seen | {path})
         by_id = {s.id: s for s in base.scenarios}
         for sid in inc.get("ids", []):
@@ -174,10 +305,11 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
         if missing:
             raise InputError(f"suite {path.name}: groups {sorted(missing)} are not in suite {base.name}")
         scenarios += [s for s in base.scenarios if s.group in groups]
-    ids = [s.id for s in scenarios]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    seen: set[str] = set()
+    dupes = sorted({i for i in (s.id for s in scenarios) if i in seen or seen.add(i)})
     if dupes:
-        raise InputError(f"suite {path.name}: duplicate scenario ids {dupes[:5]}")
+        raise InputError(f"suite {path.name}: duplicate scenario ids {dupes[:5]} (give scenarios that share a "
+                         "shape distinct `name`s)")
     if not scenarios:
         raise InputError(f"suite {path.name} has no scenarios")
     return Suite(name=data.get("name", path.stem), description=data.get("description", ""), scenarios=scenarios)

@@ -21,17 +21,20 @@ CHECKS = (
     "load_limit",           # loading each library (its constructors) has its own short limit (20 s)
     "sandbox",              # the candidate runs in its own confined process: no network, writes, processes
     "worker_isolation",     # fresh process; crash, hang, illegal address end in a verdict, harness goes on
+    "memory_guard",         # a scenario's peak memory is estimated; one that cannot fit is refused before allocation
     "launch_status",        # attn_fwd returned nonzero (unsupported) or the launch failed
     "poisoned_output",      # o and lse poisoned with a NaN payload before every call: all must be written
     "input_integrity",      # q, k, v bit-identical after the call
     "guard_bands",          # poisoned regions around q, k, v, o and lse untouched after every call
-    "determinism",          # repeats of draw 0 (reordered, among the timed calls) reproduce its bits (else: a race)
+    "determinism",          # repeats of draw 0 (scenario `repeats` - 1, at least the job's; reordered, among the timed calls) reproduce its bits
     "finite_output",        # no NaN/Inf in o; lse finite except +inf exactly on rows that see no key
     "reference_tolerance",  # FlashAttention's rule: err <= 2 * original's err + floor; relative bound per dtype
+    "exactness",            # one visible key returns its v exactly; no key gives 0; o within [min v, max v] of its keys
     "fresh_inputs",         # every timed call sees new random inputs (no replay by pointer or content)
     "timed_output",         # the output of every timed call is compared with the original's on those inputs
     "stream_timing",        # events on the legacy default stream + host wall-clock cross-check
     "physical_peak",        # candidate TFLOP/s above SMs x 4096 FLOP/clk x max clock is an error
+    "sanitizer",            # --sanitize TOOL: compute-sanitizer memcheck/racecheck/initcheck/synccheck findings
 )
 
 #: Why a scenario failed. ``None`` on a correct scenario.
@@ -51,6 +54,8 @@ FailureKind = Literal[
     "timeout",            # the scenario exceeded its time limit (hang)
     "impossible_speed",   # throughput above the device's physical peak
     "not_run",            # the run ended before this scenario (an earlier crash, the whole-run timeout)
+    "out_of_memory",      # the memory guard: the scenario's estimated peak exceeds the device's free memory
+    "sanitizer_error",    # compute-sanitizer reported errors in the candidate's calls (--sanitize)
 ]
 
 
@@ -83,6 +88,17 @@ class PhaseTimes(BaseModel):
     timed_gpu_s: float = Field(default=0.0, description="of timing_s: GPU time inside the timed events (all kernels)")
 
 
+class SanitizerReport(BaseModel):
+    """compute-sanitizer's findings on one scenario (``attnq verify --sanitize TOOL``)."""
+
+    tool: Literal["memcheck", "racecheck", "initcheck", "synccheck"]
+    status: Literal["clean", "errors", "warnings", "not_run", "crashed"]
+    errors: int = Field(default=0, description="error reports of the tool during the candidate's call")
+    warnings: int = 0
+    findings: list[str] = Field(default_factory=list, description="the first report lines, as the tool printed them")
+    message: str = ""
+
+
 class ScenarioResult(BaseModel):
     """One scenario's outcome."""
 
@@ -96,19 +112,26 @@ class ScenarioResult(BaseModel):
     errors: ErrorStats | None = None
     candidate: TimingStats | None = None
     original: TimingStats | None = None
-    anchors: dict[str, TimingStats | None] = Field(default_factory=dict, description="cudnn/flash; None if unsupported")
+    anchors: dict[str, TimingStats | None] = Field(default_factory=dict, description="cudnn/flash/fa3; None if unsupported")
     speedup: float | None = Field(default=None, description="original median / candidate median")
     tflops: float | None = Field(default=None, description="candidate TFLOP/s")
     fraction_of_peak: float | None = Field(default=None, description="tflops / measured bf16 matmul TFLOP/s")
+    bound: Literal["compute", "memory"] | None = Field(
+        default=None, description="the roof that limits this shape: FLOPs at the matmul rate vs minimum bytes at "
+                                  "the HBM bandwidth, whichever takes longer (harness/roofline.py)")
+    fraction_of_bound: float | None = Field(
+        default=None, description="time at that roof / candidate median: achieved TFLOP/s over the matmul rate "
+                                  "(compute) or achieved bandwidth over the HBM bandwidth (memory)")
     vs_anchor: dict[str, float] = Field(default_factory=dict, description="anchor median / candidate median")
     phases: PhaseTimes | None = Field(default=None, description="the harness's own time on this scenario")
+    sanitizer: SanitizerReport | None = Field(default=None, description="compute-sanitizer's findings (--sanitize)")
 
 
 class Flag(BaseModel):
     """Something the caller should look at even when all scenarios are correct."""
 
     kind: Literal["above_physical_peak", "above_measured_peak", "suspicious_jump", "noisy_timing",
-                  "work_outside_stream", "stale_original_cache"]
+                  "work_outside_stream", "stale_original_cache", "sanitizer_incomplete"]
     message: str
     scenario_id: str | None = None
 
@@ -116,7 +139,7 @@ class Flag(BaseModel):
 class Goal(BaseModel):
     """The verifiable stop condition: all correct and geomean >= ``min_speedup`` vs ``against``."""
 
-    against: str = Field(default="original", description="original, cudnn or flash")
+    against: str = Field(default="original", description="original, cudnn, flash or fa3")
     min_speedup: float = 1.0
     met: bool = False
     reason: str = ""
@@ -145,8 +168,12 @@ class Verdict(BaseModel):
     flags: list[Flag] = Field(default_factory=list)
     peak_tflops: float | None = Field(default=None, description="measured dense bf16 matmul TFLOP/s on this device")
     physical_peak_tflops: float | None = Field(default=None, description="SMs x 4096 FLOP/clk x max clock")
+    bound_tflops: float | None = Field(default=None, description="matmul rate behind each compute bound, TFLOP/s "
+                                       "(peak_tflops unless overridden)")
+    hbm_tbps: float | None = Field(default=None, description="HBM bandwidth behind each memory bound, TB/s")
     original_timing: Literal["measured", "cached", "none"] = "measured"
     checks: list[str] = Field(default_factory=list, description="named checks that ran")
+    sanitizer_tool: str | None = Field(default=None, description="the compute-sanitizer tool run (--sanitize), if any")
     seed_draws: int = Field(default=2, description="random input draws per scenario")
     wall_s: float = Field(default=0.0, description="whole verification, compiles included, s")
     compile_s: float = Field(default=0.0, description="of which compiling the candidate and the original, s")

@@ -29,11 +29,21 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from harness import ORIGINAL_KERNEL, ORIGINAL_SOURCE_SHA256, REPO_ROOT
+from harness.anchors import AnchorName, require_anchors
 from harness.compile import compile_kernel
 from harness.config import Settings
 from harness.errors import NoGpuError, VerifyError
 from harness.guard import build_entry_guard
 from harness.logging import get_logger
+from harness.memory import device_total_bytes, refusal
+from harness.roofline import annotate as annotate_roofline
+from harness.sanitize import (
+    SanitizeJob,
+    find_compute_sanitizer,
+    merge,
+    run_sanitizer,
+    to_sanitize,
+)
 from harness.scenarios import Scenario, load_suite
 from harness.verdict import CHECKS, Flag, Goal, ScenarioResult, Verdict, geomean
 from harness.worker import WorkerJob
@@ -52,7 +62,8 @@ class VerifyOptions(BaseModel):
     """Options of one verification (CLI flags and MCP tool arguments map onto these)."""
 
     suite: str = Field(default="quick", description="quick | full | production | path to a suite .toml")
-    anchors: list[Literal["cudnn", "flash"]] = Field(default_factory=list, description="torch SDPA backends timed too")
+    anchors: list[AnchorName] = Field(default_factory=list, description="library kernels timed too: cudnn, "
+                                      "flash (torch SDPA backends), fa3 (FlashAttention-3, when importable)")
     arch: str = Field(default="sm_90a", description="nvcc target arch")
     policy: bool = Field(default=True, description="enforce the source/symbol policy")
     gpu: int = Field(default=0, ge=0, description="CUDA device index")
@@ -63,11 +74,15 @@ class VerifyOptions(BaseModel):
                          "the timed calls (reordered values, bitwise comparison)")
     load_timeout_s: float = Field(default=20.0, gt=0, description="limit for loading each library (constructors)")
     goal_speedup: float = Field(default=1.0, gt=0, description="goal: geomean speedup >= this")
-    goal_against: Literal["original", "cudnn", "flash"] = Field(default="original")
+    goal_against: Literal["original", "cudnn", "flash", "fa3"] = Field(default="original")
     goal_suite: str = Field(default="full", description="the goal is judged only on a complete run of this suite")
     scenario_ids: list[str] | None = Field(default=None, description="run only these ids of the suite")
     min_samples: int = Field(default=10, ge=3, description="timed samples per scenario, at least")
     max_samples: int = Field(default=30, ge=3, description="timed samples per scenario, at most")
+    sanitize: Literal["memcheck", "racecheck", "initcheck", "synccheck"] | None = Field(
+        default=None, description="after the verification, run compute-sanitizer with this tool over the candidate on "
+                                  "a few small scenarios (check `sanitizer`); off by default")
+    sanitize_scenarios: int = Field(default=5, ge=1, le=50, description="scenarios sanitized, at most")
     budget_ms: float = Field(default=150.0, gt=0,
                              description="host wall time of a scenario's timing loop (whole samples: input fills, "
                                          "checks, flushes, the timed calls, anchors) after which sampling stops, "
@@ -233,6 +248,19 @@ class _WorkerRun:
         self.log_fh.close()
 
 
+def run_order(scenarios: list[Scenario]) -> list[Scenario]:
+    """The order the worker runs scenarios in: those that ask for a fresh process first (the first of them
+    needs no extra worker start), then the rest in suite order (the verdict is put back in suite order)."""
+    return [s for s in scenarios if s.fresh_process] + [s for s in scenarios if not s.fresh_process]
+
+
+def worker_batch_end(scenarios: list[Scenario], first: int) -> int:
+    """End (exclusive) of the scenarios one worker process runs from index ``first``: up to the next
+    scenario after ``first`` that asks for a fresh process (its first call is the candidate's first call
+    in a new worker), else all of them."""
+    return next((i for i in range(first + 1, len(scenarios)) if scenarios[i].fresh_process), len(scenarios))
+
+
 def _failed(sc: Scenario, kind: str, check: str, message: str) -> ScenarioResult:
     return ScenarioResult(id=sc.id, group=sc.group, flops=sc.flops, correct=False,
                           failure_kind=kind, check=check, message=message)  # type: ignore[arg-type]
@@ -258,7 +286,8 @@ def _run_all(job_base: WorkerJob, scenarios: list[Scenario], options: VerifyOpti
             ended = f"stopped after {hangs} scenarios hung (each killed after {options.scenario_timeout_s:.0f} s)"
             break
         first = len(results)
-        job = job_base.model_copy(update={"scenarios": scenarios[first:], "first_index": first})
+        stop = worker_batch_end(scenarios, first)
+        job = job_base.model_copy(update={"scenarios": scenarios[first:stop], "first_index": first})
         w = _WorkerRun(job, work_dir / "worker.log")
         current: int | None = None
         started = time.monotonic()
@@ -341,10 +370,12 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
         InputError, ToolchainError, CompileError, PolicyError, AbiError: from compiling (see compile_kernel).
         NoGpuError: no GPU that runs the build's arch (after compiling).
         VerifyError: the run could not start (worker failed to load, GPU lock timeout, bad suite).
+        AnchorUnavailableError: an anchor (or goal_against) that cannot be timed here (fa3 not importable).
     Per-scenario failures (wrong output, crash, hang, ...) are in the Verdict, not raised.
     """
     options = options or VerifyOptions()
     settings = settings or Settings()
+    require_anchors([*options.anchors, options.goal_against])
     t0 = time.monotonic()
     suite = load_suite(options.suite)
     scenarios = suite.scenarios
@@ -355,6 +386,8 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
             raise VerifyError(f"scenario ids not in suite {suite.name}: {missing[:5]}")
         scenarios = [s for s in scenarios if s.id in set(options.scenario_ids)]
     check_original_source()
+    sanitizer = find_compute_sanitizer() if options.sanitize else None  # missing tool: an error before any work
+    scenarios = run_order(scenarios)
     cache_dir = settings.state_dir / "build"
     with ThreadPoolExecutor(max_workers=2) as pool:  # nvcc is single-threaded: build both at once
         cand_f = pool.submit(compile_kernel, path, arch=options.arch, cache_dir=cache_dir, policy=options.policy)
@@ -362,6 +395,7 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
         cand, orig = cand_f.result(), orig_f.result()
     compile_s = time.monotonic() - t0
     device_key = _require_gpu(options.arch, options.gpu, cand.library)
+    _memory_guard(scenarios, options.gpu)
     peaks: dict[str, float] = {}
     with contextlib.suppress(OSError, ValueError):
         peaks = json.loads(_peak_cache(settings).read_text())
@@ -377,6 +411,19 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     with gpu_lock(options.gpu, options.run_timeout_s, progress), tempfile.TemporaryDirectory(prefix="attnq-verify-") as td:
         results, info, ended = _run_all(job, scenarios, options, Path(td), progress, cancel)
+        sanitize_s, sanitize_ended = 0.0, None
+        if options.sanitize and sanitizer and not (cancel is not None and cancel.is_set()):
+            chosen = to_sanitize(scenarios, options.scenario_ids, options.sanitize_scenarios)
+            if progress:
+                progress(VerifyProgress(done=len(results), total=len(results),
+                                        message=f"compute-sanitizer {options.sanitize} on {len(chosen)} scenarios"))
+            sjob = SanitizeJob(candidate_lib=cand.library, candidate_sha256=cand.build_hash, scenarios=chosen,
+                               gpu=options.gpu, seed=job.seed)
+            reports, sanitize_s, sanitize_ended = run_sanitizer(
+                options.sanitize, sjob, Path(td), timeout_s=options.scenario_timeout_s * (len(chosen) + 2), exe=sanitizer)
+            merge(results, reports)
+    order = {s.id: i for i, s in enumerate(suite.scenarios)}
+    results.sort(key=lambda r: order.get(r.id, len(order)))
     if info.get("peak_tflops") and device_key not in peaks:
         peaks[device_key] = info["peak_tflops"]
         _peak_cache(settings).write_text(json.dumps(peaks, indent=2))
@@ -386,23 +433,43 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
                             peak_tflops=job.peak_tflops or info.get("peak_tflops"),
                             physical_peak_tflops=info.get("physical_peak_tflops"),
                             goal_ids=set(load_suite(options.goal_suite).ids()))
+    annotate_roofline(verdict, scenarios, matmul_tflops=settings.matmul_tflops, hbm_tbps=settings.hbm_tbps)
     verdict.wall_s = round(time.monotonic() - t0, 2)
     verdict.compile_s = round(compile_s, 2)
-    verdict.phase_s = _phase_totals(verdict, float(info.get("startup_s", 0.0)))
+    verdict.phase_s = _phase_totals(verdict, float(info.get("startup_s", 0.0)), sanitize_s)
     verdict.message = ended
     verdict.sandbox = info.get("sandbox", {})
+    if options.sanitize:
+        verdict.sanitizer_tool = options.sanitize
+        if sanitize_ended:
+            verdict.flags.append(Flag(kind="sanitizer_incomplete", message=sanitize_ended))
     log.info("verified", kernel=str(path), status=verdict.status, geomean=verdict.geomean_speedup, wall_s=verdict.wall_s)
     return verdict
 
 
-def _phase_totals(verdict: Verdict, startup_s: float) -> dict[str, float]:
+def _memory_guard(scenarios: list[Scenario], gpu: int) -> None:
+    """Refuse, before the worker allocates anything, scenarios whose estimated peak memory exceeds the GPU's
+    (harness/memory.py). Raises VerifyError naming the first of them with the numbers."""
+    total = device_total_bytes(gpu)
+    if total is None:
+        return
+    refused = [m for m in (refusal(s, total) for s in scenarios) if m]
+    if refused:
+        more = f" ({len(refused) - 1} more scenarios too)" if len(refused) > 1 else ""
+        raise VerifyError(refused[0] + more)
+
+
+def _phase_totals(verdict: Verdict, startup_s: float, sanitize_s: float = 0.0) -> dict[str, float]:
     """``wall_s`` broken down (seconds): compile, worker_start, check (of which reference), timing (of which
-    timed_gpu: GPU time inside the timed events), other (locks, scenario set-up, process traffic)."""
+    timed_gpu: GPU time inside the timed events), sanitize (--sanitize), other (locks, scenario set-up,
+    process traffic)."""
     ph = [r.phases for r in verdict.scenarios if r.phases]
     tot = {"compile": verdict.compile_s, "worker_start": startup_s,
            "check": sum(p.check_s for p in ph), "reference": sum(p.reference_s for p in ph),
            "timing": sum(p.timing_s for p in ph), "timed_gpu": sum(p.timed_gpu_s for p in ph)}
-    tot["other"] = verdict.wall_s - tot["compile"] - tot["worker_start"] - tot["check"] - tot["timing"]
+    if sanitize_s:
+        tot["sanitize"] = sanitize_s
+    tot["other"] = verdict.wall_s - tot["compile"] - tot["worker_start"] - tot["check"] - tot["timing"] - sanitize_s
     return {k: round(v, 2) for k, v in tot.items()}
 
 
@@ -471,7 +538,8 @@ def build_verdict(results: list[ScenarioResult], *, suite_name: str, options: Ve
                        f"{'>=' if goal.met else '<'} {options.goal_speedup:g}x, all {len(results)} scenarios correct")
     not_run = all(r.failure_kind == "not_run" for r in results)
     status = "error" if not_run else ("correct" if not failed else "incorrect")
-    checks = [c for c in CHECKS if options.policy or c not in ("source_policy", "symbol_policy")]
+    checks = [c for c in CHECKS if (options.policy or c not in ("source_policy", "symbol_policy"))
+              and (options.sanitize or c != "sanitizer")]
     return Verdict(kernel=source, source_sha256=source_sha256, build_hash=build_hash, original_sha256=original_sha256,
                    suite=suite_name, gpu=gpu, status=status, num_scenarios=len(results),
                    num_correct=len(results) - len(failed), failed=failed, geomean_speedup=gm,

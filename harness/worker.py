@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from harness.anchors import AnchorName, check_worker_anchors
 from harness.scenarios import Scenario
 from harness.verdict import ScenarioResult
 
@@ -41,7 +42,7 @@ class WorkerJob(BaseModel):
     seed: int
     draws: int = 2
     repeats: int = Field(default=3, ge=1, description="determinism repeats of draw 0 among the timed calls")
-    anchors: list[Literal["cudnn", "flash"]] = []
+    anchors: list[AnchorName] = []
     gpu: int = 0
     min_samples: int = 10
     max_samples: int = 40
@@ -221,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             import torch
 
+            check_worker_anchors(job.anchors)  # fa3: importable in this process too (after torch)
             info = _device_info(torch, job.gpu)
         if job.measure_peak:
             torch.cuda.set_device(job.gpu)

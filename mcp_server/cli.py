@@ -66,7 +66,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--suite", default=None, help="default suite: quick, full, production or a suite file")
     s.add_argument("--arch", default=None, help="nvcc target arch (default sm_90a)")
     s.add_argument("--goal-speedup", type=float, default=None, help="goal: geomean speedup to reach")
-    s.add_argument("--goal-anchor", choices=["cudnn", "flash"], default=None, help="measure the goal against this")
+    s.add_argument("--goal-anchor", choices=["cudnn", "flash", "fa3"], default=None,
+                   help="measure the goal against this anchor (fa3 needs flash_attn_interface importable)")
     s.add_argument("--stall-window", type=int, default=None, help="stall trigger: attempts without gain")
     s.add_argument("--stall-min-gain", type=float, default=None, help="stall trigger: relative gain that counts")
     s.add_argument("--stall-failures", type=int, default=None, help="stall trigger: consecutive failed attempts")
@@ -97,6 +98,9 @@ def serve_from_args(args: argparse.Namespace) -> int:
 
     configure_server_logging(getattr(args, "log_level", None))
     settings = settings_from_args(args)
+    from harness.anchors import require_anchors
+
+    require_anchors([settings.goal_anchor or "original"])  # AnchorUnavailableError (exit 2) before serving
     load_bank(settings=settings)  # QuestionBankError (exit 2) on a missing or bad --bank, before serving
     limits = Limits(inline_s=args.max_call_s, heartbeat_s=args.heartbeat_s)
     if args.http:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from evolve.report import RunStatus
 from harness.verdict import ScenarioResult, Verdict
 
 try:  # the questions layer is another part's; fall back to a plain object in a partial install
@@ -53,8 +54,17 @@ class GoalInfo(BaseModel):
     """The verifiable stop condition (harness.config.Settings.goal_speedup / goal_anchor)."""
 
     min_speedup: float = Field(description="geomean speedup to reach, all scenarios correct")
-    against: str = Field(description="original, cudnn or flash")
+    against: str = Field(description="original, cudnn, flash or fa3")
     text: str
+
+
+class AnchorInfo(BaseModel):
+    """A library kernel verify_kernel can time next to the candidate (its ``anchors`` argument)."""
+
+    name: str = Field(description="cudnn, flash or fa3")
+    description: str
+    available: bool = Field(description="whether this server can time it")
+    reason: str | None = Field(default=None, description="why not, and how to make it available")
 
 
 class BestAttempt(BaseModel):
@@ -76,6 +86,8 @@ class TaskInfo(BaseModel):
     suites: list[SuiteInfo]
     default_suite: str
     goal: GoalInfo
+    anchors: list[AnchorInfo] = Field(default_factory=list, description="verify_kernel's anchors and "
+                                      "whether each can be timed here")
     original_kernel: str = Field(description="path of the original kernel (relative to the workspace when inside it)")
     original_kernel_uri: str
     best: BestAttempt | None = Field(default=None, description="best attempt so far; None before any verification")
@@ -170,6 +182,7 @@ class CampaignStatus(BaseModel):
     recent_questions: list[AskedSummary] = Field(default_factory=list, description="last 5 questions asked")
     claims: list[ClaimSummary] = Field(default_factory=list, description="last 5 claims")
     running_jobs: list[str] = Field(default_factory=list, description="job ids of verifications still running")
+    evolve: list[RunStatus] = Field(default_factory=list, description="the campaign's evolve runs (attnq evolve)")
 
 
 class QuestionList(BaseModel):

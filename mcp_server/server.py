@@ -6,7 +6,8 @@ models (structured output); anything the agent can act on is a tool error with a
 jobs (:mod:`mcp_server.jobs`): no call blocks longer than ``Limits.inline_s``.
 
 This module holds the task, compile and verification tools; :mod:`mcp_server.tools_questions`
-the question tools; :mod:`mcp_server.resources` the resources and the prompt.
+the question tools; :mod:`mcp_server.tools_export` peer_test / get_peer_test; :mod:`mcp_server.resources`
+the resources and the prompt.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 import harness
+from harness.anchors import AnchorName, require_anchors
 from harness.config import Settings
 from harness.errors import InputError
 from harness.logging import get_logger
@@ -230,11 +232,16 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
         ctx: Context,
         suite: Annotated[str | None, Field(description="suite name (quick, full, production) or a suite .toml in "
                                                        "the workspace; default: the server's default suite")] = None,
-        anchors: Annotated[list[Literal["cudnn", "flash"]], Field(
+        anchors: Annotated[list[AnchorName], Field(
             description="also time these library kernels for comparison: cudnn (cuDNN SDPA), flash "
-                        "(FlashAttention-2 SDPA)")] = [],  # noqa: B006 - pydantic copies defaults
+                        "(FlashAttention-2 SDPA), fa3 (FlashAttention-3, only where the server can import "
+                        "flash_attn_interface; get_task lists the anchors available)")] = [],  # noqa: B006
         scenario_ids: Annotated[list[str] | None, Field(
             description="run only these scenario ids of the suite (e.g. the failed ones); default: all")] = None,
+        sanitize: Annotated[Literal["memcheck", "racecheck", "initcheck", "synccheck"] | None, Field(
+            description="also run compute-sanitizer with this tool over the candidate on a few small scenarios "
+                        "(out-of-bounds/misaligned accesses, shared-memory races, uninitialized reads, barrier "
+                        "misuse); findings fail the scenario with check `sanitizer`. Slow: off by default")] = None,
         detail: DetailArg = "auto",
     ) -> JobStatus:
         """Verify and time a candidate on an NVIDIA GPU: compile, check every scenario of the suite against an
@@ -247,12 +254,13 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
         (stall, suspicious_win, churn) the answer carries a question: answer it before your next change.
         Errors (compile, policy, no GPU) come back as a tool error with a plain message."""
         full = state.resolve_file(path)
+        require_anchors([*anchors, settings.goal_anchor or "original"])  # fa3 absent: a plain tool error
         suite_name = await anyio.to_thread.run_sync(_resolve_suite, state, suite)
         hv = need("harness.verify")
         options = hv.VerifyOptions(
             suite=suite_name, anchors=list(anchors), arch=settings.arch, gpu=settings.gpu,
             goal_speedup=settings.goal_speedup, goal_against=settings.goal_anchor or "original",
-            scenario_ids=scenario_ids or None,
+            scenario_ids=scenario_ids or None, sanitize=sanitize,
         )
         source_text = full.read_text(encoding="utf-8", errors="replace")
         rel = state.rel(full)
@@ -338,7 +346,10 @@ def build_server(settings: Settings | None = None, *, limits: Limits | None = No
     The returned server has ``attnq_state`` (a :class:`ServerState`) for the transports and tests.
     """
     from mcp_server.resources import register_resources
+    from mcp_server.tools_evolve import register_evolve_tools
+    from mcp_server.tools_export import register_export_tools
     from mcp_server.tools_questions import register_question_tools
+    from mcp_server.tools_report import register_report_tools
 
     settings = settings or Settings()
     state = ServerState(settings, limits)
@@ -346,7 +357,10 @@ def build_server(settings: Settings | None = None, *, limits: Limits | None = No
                        version=harness.__version__, log_level="WARNING")
     register_core_tools(server, state)
     register_question_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
+    register_evolve_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
+    register_export_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
     register_resources(server, state)
+    register_report_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
     plain_argument_errors(server)
     server.attnq_state = state  # type: ignore[attr-defined]
     return server

@@ -6,8 +6,17 @@ from typing import Any
 
 from harness import ABI_HEADER, ORIGINAL_KERNEL
 from harness.abi import ABI_VERSION
+from harness.anchors import ANCHOR_DESCRIPTIONS, ANCHORS, anchor_unavailable_reason
 from harness.logging import get_logger
-from mcp_server.models import AbiInfo, BestAttempt, GoalInfo, Rules, SuiteInfo, TaskInfo
+from mcp_server.models import (
+    AbiInfo,
+    AnchorInfo,
+    BestAttempt,
+    GoalInfo,
+    Rules,
+    SuiteInfo,
+    TaskInfo,
+)
 from mcp_server.state import ServerState, have
 
 log = get_logger("attnq.mcp.task")
@@ -93,6 +102,16 @@ def goal(state: ServerState) -> GoalInfo:
     )
 
 
+def anchors() -> list[AnchorInfo]:
+    """Every anchor (harness.anchors.ANCHORS) with whether it can be timed here (fa3: flash_attn_interface)."""
+    out = []
+    for name in ANCHORS:
+        reason = anchor_unavailable_reason(name)
+        out.append(AnchorInfo(name=name, description=ANCHOR_DESCRIPTIONS[name], available=reason is None,
+                              reason=reason))
+    return out
+
+
 def best_attempt(state: ServerState) -> BestAttempt | None:
     """Best correct attempt of the active campaign (highest geomean), else the latest attempt."""
     store = state.store_if_available()
@@ -112,6 +131,10 @@ def build_task(state: ServerState) -> TaskInfo:
     """Assemble the TaskInfo (cheap: no compile, no GPU)."""
     notes = [f"{m} is not installed yet: tools that need it answer with an error"
              for m in ("harness.compile", "harness.verify", "harness.scenarios", "questions.reflect") if not have(m)]
+    goal_anchor = state.settings.goal_anchor
+    if goal_anchor and anchor_unavailable_reason(goal_anchor):
+        notes.append(f"the goal is measured against {goal_anchor}, which cannot be timed here: "
+                     f"{anchor_unavailable_reason(goal_anchor)}")
     if not ORIGINAL_KERNEL.exists():
         notes.append(f"the original kernel {ORIGINAL_KERNEL} is missing")
     return TaskInfo(
@@ -121,6 +144,7 @@ def build_task(state: ServerState) -> TaskInfo:
         suites=suites(state),
         default_suite=state.settings.suite,
         goal=goal(state),
+        anchors=anchors(),
         original_kernel=state.rel(ORIGINAL_KERNEL),
         original_kernel_uri=ORIGINAL_URI,
         best=best_attempt(state),

@@ -23,6 +23,7 @@ from mcp_server.models import (
     QuestionList,
 )
 from mcp_server.state import ServerState, need
+from mcp_server.tools_evolve import evolve_status_of
 from mcp_server.task import goal
 from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS
 
@@ -79,6 +80,7 @@ def campaign_status_of(state: ServerState) -> CampaignStatus:
         claims=[ClaimSummary(created_at=c.created_at, kind=c.kind, text=c.text, attempt_seq=c.attempt_seq,
                              goal_met=c.goal_met) for c in claims[-5:]],
         running_jobs=[j.job_id for j in state.jobs.jobs() if not j.finished],
+        evolve=evolve_status_of(state),
     )
 
 

@@ -30,4 +30,15 @@ for r in v["scenarios"]:
         fails.setdefault(f"{r['failure_kind']}[{r['check']}]", []).append(r["id"])
 for k, ids in fails.items():
     parts.append(f"{k}: {len(ids)} e.g. {ids[0]}")
+san = [r["sanitizer"] for r in v["scenarios"] if r.get("sanitizer")]
+if san:
+    counts = {}
+    for x in san:
+        counts[x["status"]] = counts.get(x["status"], 0) + 1
+    first = next((x["findings"][0] for x in san if x["findings"]), "")
+    parts.append(f"sanitizer {v.get('sanitizer_tool')}: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+                 + (f" e.g. {first.strip()[:120]}" if first else ""))
+for f in v.get("flags", []):
+    if f.get("kind") == "sanitizer_incomplete":
+        parts.append(f"sanitizer incomplete: {f['message'][:200]}")
 print("; ".join(parts))

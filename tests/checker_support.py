@@ -12,24 +12,27 @@ from typing import Any
 
 import torch
 
-from harness.checker import HostDevice, Runner
+from harness.checker import Fail, HostDevice, Runner
 from harness.endpoints import CallResult
 from harness.reference import attention_reference
 from harness.scenarios import Scenario
+from harness.verdict import ScenarioResult
 from harness.worker import WorkerJob
 
 DTYPES = {0: torch.bfloat16, 1: torch.float16}
 
 
-#: Elements of storage past each view (the arena's guard bands are there), so a cheat can write past it.
-SLACK = 64
+#: Bytes of storage mapped past each view (the arena's guard band is there: harness.buffers.GUARD_BYTES), so a
+#: cheat can write past it and a tile-rounding kernel can read a cache's slack.
+SLACK_BYTES = 64 << 10
 
 
 def _view(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     n = 1 + sum((s - 1) * st for s, st in zip(shape, strides, strict=True)) if all(shape) else 0
     esize = torch.empty((), dtype=dtype).element_size()
-    buf = (ctypes.c_char * ((n + SLACK) * esize)).from_address(ptr)
-    return torch.frombuffer(buf, dtype=dtype, count=n + SLACK).as_strided(shape, strides)
+    slack = SLACK_BYTES // esize
+    buf = (ctypes.c_char * ((n + slack) * esize)).from_address(ptr)
+    return torch.frombuffer(buf, dtype=dtype, count=n + slack).as_strided(shape, strides)
 
 
 def tensors(p: Any) -> SimpleNamespace:
@@ -96,3 +99,24 @@ def make_runner(cand: Any, orig: Any = None, *, min_samples: int = 3, max_sample
     job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[SC], seed=seed, device="cpu", draws=draws,
                     repeats=repeats, min_samples=min_samples, max_samples=max_samples, budget_ms=budget_ms)
     return Runner(job, cand, orig or PyKernel(honest, "original"), HostDevice())
+
+
+def run_scenario(sc: Scenario, cand: Any, orig: Any = honest, *, draws: int = 2, repeats: int = 1, seed: int = 1,
+                 min_samples: int = 3, max_samples: int = 3) -> tuple[Runner, ScenarioResult]:
+    """One scenario through the whole CPU checker (checked draws, then the timed loop with its repeats):
+    ``cand``/``orig`` are kernel bodies (``body(tensors(params))``) or PyKernels."""
+    c = cand if isinstance(cand, PyKernel) else PyKernel(cand)
+    o = orig if isinstance(orig, PyKernel) else PyKernel(orig, "original")
+    job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[sc], seed=seed, device="cpu", draws=draws,
+                    repeats=repeats, min_samples=min_samples, max_samples=max_samples, budget_ms=1e9)
+    runner = Runner(job, c, o, HostDevice())
+    return runner, runner.run(sc, 0)
+
+
+def check_scenario(sc: Scenario, cand: Any, orig: Any = honest, **kw: Any) -> Any:
+    """:func:`run_scenario`'s worst checked-draw errors (ErrorStats); raises harness.checker.Fail with the
+    failure's kind, check and message when the scenario fails."""
+    _, res = run_scenario(sc, cand, orig, **kw)
+    if not res.correct:
+        raise Fail(res.failure_kind or "", res.check or "", res.message or "")
+    return res.errors

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 EXPECTED_TOOLS = {"get_task", "compile_kernel", "verify_kernel", "get_verification", "cancel_verification",
-                  "reflect", "declare", "add_question", "list_questions", "campaign_status"}
+                  "reflect", "declare", "add_question", "list_questions", "campaign_status", "get_report",
+                  "evolve_next", "evolve_submit", "peer_test", "get_peer_test"}
 
 
 def make_workspace(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:

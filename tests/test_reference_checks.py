@@ -41,6 +41,19 @@ def test_reference_matches_float64_sdpa(sq, sk, hq, hk, causal) -> None:
     assert abs(lse[0, 0, sq - 1].item() - torch.logsumexp(s, 0).item()) < 1e-4
 
 
+@pytest.mark.parametrize("dv", [32, 256])
+def test_reference_takes_v_with_its_own_head_dim(dv: int) -> None:
+    """FlashAttention-3's tests use head_dim_v != head_dim (peer-test answers those calls with the reference)."""
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(2, 19, 4, 64, generator=g), torch.randn(2, 23, 2, 64, generator=g)
+    v = torch.randn(2, 23, 2, dv, generator=g)
+    o, lse = attention_reference(q, k, v, causal=True, chunk_q=8)
+    assert o.shape == (2, 19, 4, dv) and lse.shape == (2, 4, 19)
+    assert (o.double() - _sdpa64(q, k, v, True)).abs().max() < 1e-5
+    with pytest.raises(ValueError, match="incompatible shapes"):
+        attention_reference(q, k, v[:, :-1])
+
+
 def test_reference_rows_without_keys_are_zero_and_inf() -> None:
     q, k, v = torch.randn(1, 9, 2, 64), torch.randn(1, 4, 2, 64), torch.randn(1, 4, 2, 64)
     o, lse = attention_reference(q, k, v, causal=True)  # rows 0..4 see no key (j <= i - 5)

@@ -1,10 +1,12 @@
-"""``attnq scenarios [--suite S] [--json]``: list a suite's scenarios with ids, groups and FLOPs."""
+"""``attnq scenarios [--suite S] [--json]``: list a suite's scenarios with ids, groups, FLOPs and the
+estimated peak device memory of each (the memory guard's number, harness/memory.py)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from harness.memory import estimate_peak_bytes
 from harness.scenarios import load_suite
 
 
@@ -18,11 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     suite = load_suite(args.suite)
     if args.json:
-        rows = [{"id": s.id, **s.model_dump(), "flops": s.flops} for s in suite.scenarios]
+        rows = [{"id": s.id, **s.model_dump(exclude_none=True), "flops": s.flops,
+                 "peak_bytes_estimate": estimate_peak_bytes(s).total} for s in suite.scenarios]
         print(json.dumps({"name": suite.name, "description": suite.description, "scenarios": rows}, indent=2))
         return 0
     print(f"suite {suite.name}: {len(suite.scenarios)} scenarios — {suite.description}")
     print("  groups: " + ", ".join(f"{g} {n}" for g, n in suite.groups().items()))
     for s in suite.scenarios:
-        print(f"  {s.id:<58} {s.flops / 1e9:>10.2f} GFLOP")
+        print(f"  {s.id:<72} {s.flops / 1e9:>10.2f} GFLOP  {estimate_peak_bytes(s).total / 2**30:>6.2f} GiB")
     return 0

@@ -1,7 +1,8 @@
-"""``attnq verify FILE [--suite S] [--anchors cudnn,flash] [--json]``: the verdict of one candidate.
+"""``attnq verify FILE [--suite S] [--anchors fa3,cudnn,flash] [--json]``: the verdict of one candidate.
 
-Exit codes: 0 all scenarios correct, 1 some scenario failed, 2 error (input, compile, policy, ABI),
-3 no GPU that runs the build's arch (the build itself succeeded).
+Exit codes: 0 all scenarios correct, 1 some scenario failed, 2 error (input, compile, policy, ABI, an
+anchor that cannot be timed here: fa3 without flash_attn_interface), 3 no GPU that runs the build's arch
+(the build itself succeeded).
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check and time a candidate kernel against the original")
     p.add_argument("file", help="candidate .cu file")
     p.add_argument("--suite", default=None, help="quick | full | production | path to a suite .toml (default: quick)")
-    p.add_argument("--anchors", default="", help="comma list of torch SDPA backends to time too: cudnn,flash")
+    p.add_argument("--anchors", default="", help="comma list of library kernels to time too: cudnn, flash (torch "
+                   "SDPA backends), fa3 (FlashAttention-3; needs flash_attn_interface importable)")
     p.add_argument("--arch", default=None, help="nvcc arch (default sm_90a)")
     p.add_argument("--gpu", type=int, default=None, help="CUDA device index")
     p.add_argument("--goal", type=float, default=None, help="goal geomean speedup (default 1.0)")
-    p.add_argument("--goal-against", choices=["original", "cudnn", "flash"], default=None,
+    p.add_argument("--goal-against", choices=["original", "cudnn", "flash", "fa3"], default=None,
                    help="what the goal's geomean is measured against (default: ATTNQ_GOAL_ANCHOR or original)")
     p.add_argument("--scenario", action="append", default=None, help="run only this scenario id (repeatable)")
     p.add_argument("--scenario-timeout", type=float, default=60.0, help="seconds per scenario before it counts as a hang")
+    p.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"], default=None,
+                   help="also run compute-sanitizer with this tool over the candidate on a few small scenarios "
+                        "(check `sanitizer`; off by default; its cost is phase_s.sanitize)")
     p.add_argument("--no-policy", action="store_true", help="skip the source/symbol policy (not for campaigns)")
     p.add_argument("--no-record", action="store_true", help="do not record the attempt in the campaign store")
     p.add_argument("--json", action="store_true", help="print the Verdict as JSON")
@@ -76,6 +81,18 @@ def format_verdict(v: Verdict) -> str:
     lines.append(f"goal ({v.goal.against} >= {v.goal.min_speedup:g}x): {'MET' if v.goal.met else 'not met'} — {v.goal.reason}")
     for f in v.flags[:10]:
         lines.append(f"flag {f.kind}: {f.scenario_id or ''} {f.message}")
+    sanitized = [r for r in v.scenarios if r.sanitizer is not None]
+    if sanitized:
+        counts: dict[str, int] = {}
+        for r in sanitized:
+            counts[r.sanitizer.status] = counts.get(r.sanitizer.status, 0) + 1  # type: ignore[union-attr]
+        lines.append(f"sanitizer ({v.sanitizer_tool}) on {len(sanitized)} scenarios: "
+                     + ", ".join(f"{n} {k}" for k, n in counts.items())
+                     + f"; {v.phase_s.get('sanitize', 0.0):.1f} s")
+        for r in sanitized:
+            if r.sanitizer and r.sanitizer.status != "clean":
+                first = r.sanitizer.findings[0] if r.sanitizer.findings else r.sanitizer.message
+                lines.append(f"  {r.id}: {r.sanitizer.status} ({r.sanitizer.errors} errors) {first}"[:220])
     if v.message:
         lines.append(f"ended early: {v.message}")
     lines.append(f"wall {v.wall_s:.1f} s (compile {v.compile_s:.1f} s); peak (bf16 matmul, measured) {v.peak_tflops or 0:.0f} TFLOP/s; "
@@ -97,10 +114,13 @@ def run(args: argparse.Namespace) -> int:
         scenario_ids=args.scenario,
         policy=not args.no_policy,
         scenario_timeout_s=args.scenario_timeout,
+        sanitize=args.sanitize,
     )
+    from harness.anchors import require_anchors
     from harness.compile import compile_kernel
     from harness.errors import AttnqError, InputError, NoGpuError
 
+    require_anchors([*opts.anchors, opts.goal_against])  # before compiling: plain message, exit 2, no attempt
     compiled = None
     try:
         compiled = compile_kernel(args.file, arch=opts.arch, cache_dir=settings.state_dir / "build", policy=opts.policy)

@@ -29,7 +29,7 @@ from tests.gpu.kernel_check import BF, FP, Case, assert_refuses_unknown_dtype, b
 pytestmark = pytest.mark.gpu
 
 # ATTNQ_FAST_KERNEL=path (absolute, or relative to the repository root) points these tests at another
-# version of the fast kernel (kernels/campaigns/fast-kernel/attn_fast_v3.cu); default kernels/attn_fast.cu.
+# version of the fast kernel (e.g. a version from git history, see kernels/NOTES.md); default kernels/attn_fast.cu.
 FAST_KERNEL = KERNELS_DIR.parent / os.environ.get("ATTNQ_FAST_KERNEL", "kernels/attn_fast.cu")
 
 CASES = [

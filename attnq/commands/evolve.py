@@ -1,0 +1,249 @@
+"""``attnq evolve [run|status|report|export|trace]``: the evolutionary search (package ``evolve/``).
+
+``attnq evolve --from kernel.cu [flags]`` starts a run (or resumes ``--run NAME``) and loops until the
+goal is met on ``full`` or a budget is spent; ``--mutator mcp`` only evaluates the seed and leaves the
+mutations to an MCP client (tools ``evolve_next`` / ``evolve_submit``). ``--arms question,plain,none``
+runs the ablation: one run per arm, same seed and budget. Exit codes: 0 the run ended (goal or budget)
+or waits for an MCP client, 1 the run failed (the seed is not correct), 2 an error you can fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from attnq.commands.reflect import add_common_args, open_bank, open_store
+from harness import ORIGINAL_KERNEL
+from harness.errors import InputError
+
+ACTIONS = ("run", "status", "report", "export", "trace")
+
+#: flag dest -> EvolveConfig field (None values are left to the config's defaults / ATTNQ_EVOLVE_*)
+_FIELDS = {
+    "seed": "seed", "arm": "arm", "mutator": "mutator", "mutator_cmd": "mutator_cmd", "parallel": "parallel_mutators",
+    "mutator_timeout": "mutator_timeout_s", "islands": "islands", "island_size": "island_size",
+    "children": "children_per_generation", "migration_interval": "migration_interval",
+    "migration_count": "migration_count", "exploit": "exploit_ratio", "explore": "explore_ratio",
+    "elite": "elite_ratio", "inspiration_rate": "inspiration_rate", "crossover_rate": "crossover_rate",
+    "min_gain": "bandit_min_gain", "duplicate_similarity": "duplicate_similarity", "quick_suite": "quick_suite",
+    "full_suite": "full_suite", "full_min_gain": "full_min_gain", "goal": "goal_speedup",
+    "goal_against": "goal_against", "max_evals": "max_evaluations", "max_gpu_hours": "max_gpu_hours",
+    "max_wall_s": "max_wall_s", "generations": "max_generations", "evaluator": "evaluator", "arch": "arch",
+    "backend": "backend", "scheduler": "scheduler", "compile_workers": "compile_workers",
+}
+
+
+def _config(args: argparse.Namespace, settings: Any) -> Any:
+    from evolve.config import EvolveConfig, parse_knob
+
+    values: dict[str, Any] = {f: getattr(args, d) for d, f in _FIELDS.items() if getattr(args, d, None) is not None}
+    if args.no_full:
+        values["full_stage"] = False
+    if args.gpus is not None:
+        try:
+            values["gpus"] = [int(g) for g in args.gpus.split(",") if g.strip()]
+        except ValueError:
+            raise InputError(f"--gpus takes device indexes like 0,1, got {args.gpus!r}") from None
+    elif "gpus" not in values:
+        values["gpus"] = [settings.gpu]
+    values.setdefault("goal_speedup", settings.goal_speedup)
+    if settings.goal_anchor:
+        values.setdefault("goal_against", settings.goal_anchor)
+    values.setdefault("arch", settings.arch)
+    if args.knob:
+        try:
+            values["knobs"] = [parse_knob(k) for k in args.knob]
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+    if args.mutator_cmd and "mutator" not in values:
+        values["mutator"] = "command"
+    return EvolveConfig(**values)
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from evolve.db import EvolveDB
+    from evolve.driver import run_search, start_or_resume
+    from evolve.mutators import CommandMutator, KnobMutator
+    from evolve.pool import make_pool
+    from evolve.report import build_report, render_report, render_status, run_status
+
+    settings, store = open_store(args)
+    with store:
+        cfg = _config(args, settings)
+        bank = open_bank(settings, store)
+        campaign = store.campaign_id
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()] if args.arms else [None]
+    seed_path = Path(args.source) if args.source else None
+    if seed_path is None and args.run is None:
+        seed_path = ORIGINAL_KERNEL
+    code = 0
+    with EvolveDB.for_state_dir(settings.state_dir) as db:
+        runs = []
+        for arm in arms:
+            acfg = cfg if arm is None else cfg.model_copy(update={"arm": arm, "group": args.run or cfg.group or "ablation"})
+            if arm is not None and acfg.arm not in ("question", "plain", "none"):
+                raise InputError(f"--arms takes question, plain and none; got {arm!r}")
+            rid = f"{args.run or 'ablation'}-{arm}" if arm is not None else args.run
+            search, created = start_or_resume(db, campaign_id=campaign, state_dir=settings.state_dir, cfg=acfg,
+                                              run_id=rid, seed_path=seed_path, bank=bank, resume=not args.new)
+            _say(f"{'started' if created else 'resumed'} evolve run {search.run_id} (arm {search.cfg.arm}, "
+                 f"mutator {search.cfg.mutator}, evaluator {search.cfg.evaluator})")
+            pool = make_pool(search.cfg.gpus, backend=search.cfg.backend, scheduler=search.cfg.scheduler,
+                             compile_workers=search.cfg.compile_workers)
+            try:
+                if search.cfg.mutator == "mcp":
+                    rec = _seed_only(search, pool)
+                else:
+                    mutator: Any = (KnobMutator(search.cfg.knobs) if search.cfg.mutator == "knob" else
+                                    CommandMutator(search.cfg.mutator_cmd or "", parallel=search.cfg.parallel_mutators,
+                                                   timeout_s=search.cfg.mutator_timeout_s,
+                                                   workdir=settings.state_dir / "evolve" / search.run_id / "briefs"))
+                    rec = run_search(search, pool, mutator, progress=None if args.quiet else _say)
+            finally:
+                pool.close()
+            code = max(code, 1 if rec.state == "failed" else 0)
+            runs.append(rec)
+        last = runs[-1]
+        rep = build_report(db, last)
+        if args.report:
+            Path(args.report).write_text(rep.model_dump_json(indent=1) if args.report.endswith(".json")
+                                         else render_report(rep) + "\n", encoding="utf-8")
+        if args.json:
+            print(json.dumps([run_status(db, r).model_dump(mode="json") for r in runs], indent=2))
+        else:
+            print("\n".join(render_status(run_status(db, r)) for r in runs))
+            if rep.arms:
+                print("\n" + render_report(rep).split("## Ablation arms", 1)[1].strip())
+    return code
+
+
+def _seed_only(search: Any, pool: Any) -> Any:
+    """``--mutator mcp``: evaluate the seed, then hand the run to MCP clients."""
+    from evolve.engine import Budget
+
+    seed = search.seed_program()
+    if seed.status == "pending":
+        _say(f"evaluating the seed #{seed.id} ({pool.description})")
+        budget = Budget(search.cfg, search.db, search.run)
+        seed = search.evaluate_one(seed, pool, budget, _say)
+        search.db.update_run(search.run_id, elapsed_s=round(budget.elapsed_s(), 3))
+    if seed.status != "correct":
+        return search.finish("failed", f"the seed #{seed.id} is {seed.status}: the search needs a correct seed")
+    search.close_generation(0)
+    _say(f"run {search.run_id} waits for an MCP client: tools evolve_next and evolve_submit (attnq serve)")
+    return search.run
+
+
+def _pick_run(db: Any, campaign: str, run_id: str | None) -> Any:
+    from evolve.driver import latest_run
+
+    if run_id is not None:
+        rec = db.run(run_id)
+        if rec.campaign_id != campaign:
+            raise InputError(f"evolve run {run_id!r} belongs to campaign {rec.campaign_id!r}")
+        return rec
+    rec = latest_run(db, campaign)
+    if rec is None:
+        raise InputError(f"campaign {campaign!r} has no evolve run yet: start one with `attnq evolve --from FILE`")
+    return rec
+
+
+def _read(args: argparse.Namespace) -> int:
+    from evolve.db import EvolveDB
+    from evolve.report import build_report, export_best, render_report, render_status, run_status, trace_rows
+
+    settings, store = open_store(args, create=False)
+    with store, EvolveDB.for_state_dir(settings.state_dir) as db:
+        campaign = store.campaign_id
+        if args.action == "status":
+            runs = [db.run(args.run)] if args.run else db.runs(campaign)
+            if not runs:
+                raise InputError(f"campaign {campaign!r} has no evolve run yet")
+            sts = [run_status(db, r) for r in runs]
+            print(json.dumps([s.model_dump(mode="json") for s in sts], indent=2) if args.json
+                  else "\n\n".join(render_status(s) for s in sts))
+            return 0
+        rec = _pick_run(db, campaign, args.run)
+        if args.action == "report":
+            rep = build_report(db, rec)
+            print(rep.model_dump_json(indent=2) if args.json else render_report(rep))
+        elif args.action == "export":
+            if not args.output:
+                raise InputError("export needs -o FILE.cu")
+            prog = export_best(db, rec, Path(args.output), program_id=args.program)
+            fit = f"quick {prog.fitness_quick}, full {prog.fitness_full}"
+            _say(f"wrote program #{prog.id} of run {rec.run_id} ({fit}) to {args.output}; "
+                 f"check it with: attnq verify {args.output} --suite full")
+        else:  # trace
+            rows = trace_rows(db, rec)
+            text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+            if args.output and args.output != "-":
+                Path(args.output).write_text(text, encoding="utf-8")
+                _say(f"wrote {len(rows)} records of run {rec.run_id} to {args.output}")
+            else:
+                sys.stdout.write(text)
+    return 0
+
+
+def _handler(args: argparse.Namespace) -> int:
+    return _run(args) if args.action == "run" else _read(args)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``attnq evolve``."""
+    p = subparsers.add_parser("evolve", help="evolutionary search whose mutations are questions",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", nargs="?", choices=ACTIONS, default="run",
+                   help="run (default): start or resume; status; report; export (-o best.cu); trace (-o run.jsonl)")
+    p.add_argument("--run", default=None, help="run name (default: a new evolve-N, or the latest for reading)")
+    p.add_argument("--from", dest="source", default=None, help="seed program (default: kernels/attn_original.cu)")
+    p.add_argument("--new", action="store_true", help="refuse to resume an existing --run")
+    p.add_argument("-o", "--output", default=None, help="export/trace: where to write")
+    p.add_argument("--program", type=int, default=None, help="export this program id instead of the best")
+    p.add_argument("--report", default=None, help="run: also write the report here (.json or text)")
+    p.add_argument("--quiet", action="store_true", help="run: no progress lines on stderr")
+    g = p.add_argument_group("mutation")
+    g.add_argument("--mutator", choices=("knob", "command", "mcp"), default=None)
+    g.add_argument("--mutator-cmd", default=None, help="headless mutator: brief on stdin, child source on stdout")
+    g.add_argument("--parallel", type=int, default=None, help="mutator commands at once (default 2)")
+    g.add_argument("--mutator-timeout", type=float, default=None, help="seconds per mutator command")
+    g.add_argument("--knob", action="append", default=None,
+                   help="knob domain NAME=v1,v2,... or tied A,B=a1:b1,a2:b2 (repeatable; default: found in the seed)")
+    g.add_argument("--arm", choices=("question", "plain", "none"), default=None)
+    g.add_argument("--arms", default=None, help="ablation: comma list of arms, one run each (same seed and budget)")
+    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--min-gain", type=float, default=None, help="child improved: quick fitness >= parent x (1+this)")
+    g.add_argument("--duplicate-similarity", type=float, default=None)
+    g = p.add_argument_group("population")
+    for flag, typ in (("--islands", int), ("--island-size", int), ("--children", int), ("--migration-interval", int),
+                      ("--migration-count", int), ("--exploit", float), ("--explore", float), ("--elite", float),
+                      ("--inspiration-rate", float), ("--crossover-rate", float)):
+        g.add_argument(flag, type=typ, default=None)
+    g = p.add_argument_group("cascade, goal and budget")
+    g.add_argument("--quick-suite", default=None)
+    g.add_argument("--full-suite", default=None)
+    g.add_argument("--no-full", action="store_true", help="quick stage only (the goal cannot be met)")
+    g.add_argument("--full-min-gain", type=float, default=None)
+    g.add_argument("--goal", type=float, default=None, help="goal geomean speedup on full (default ATTNQ_GOAL_SPEEDUP)")
+    g.add_argument("--goal-against", choices=("original", "cudnn", "flash"), default=None)
+    g.add_argument("--max-evals", type=int, default=None, help="GPU-stage evaluations (quick + full)")
+    g.add_argument("--max-gpu-hours", type=float, default=None)
+    g.add_argument("--max-wall-s", type=float, default=None)
+    g.add_argument("--generations", type=int, default=None)
+    g = p.add_argument_group("evaluation")
+    g.add_argument("--evaluator", choices=("harness", "compile_facts"), default=None,
+                   help="harness (GPU, default) or compile_facts (CPU stand-in: scores ptxas facts, not speed)")
+    g.add_argument("--gpus", default=None, help="device indexes, e.g. 0,1 (default ATTNQ_GPU)")
+    g.add_argument("--backend", choices=("local", "dask"), default=None)
+    g.add_argument("--scheduler", default=None, help="Dask scheduler address tcp://host:8786 (implies --backend dask)")
+    g.add_argument("--compile-workers", type=int, default=None)
+    g.add_argument("--arch", default=None)
+    add_common_args(p)
+    p.set_defaults(handler=_handler)

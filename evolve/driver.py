@@ -1,0 +1,197 @@
+"""Driving a run: starting or resuming it, the loop for in-process mutators, and the ticket hand-out
+that the MCP tools use (an MCP agent is the mutator there).
+
+- :func:`start_or_resume` opens a run by name (or the campaign's latest), or creates it from a seed file;
+- :func:`run_search` evaluates the seed, then loops generation by generation with the knob or the
+  command mutator until the goal or a budget stops it (``KeyboardInterrupt`` leaves a resumable run);
+- :func:`issue_ticket` / :func:`submit_child` hand one ticket at a time to an external mutator.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+from evolve.config import RESUMABLE_FIELDS, EvolveConfig
+from evolve.db import EvolveDB, ProgramRecord, RunRecord, TicketRecord
+from evolve.engine import Budget, Progress, Search
+from evolve.mutators import CommandMutator, KnobMutator
+from evolve.pool import EvalPool
+from harness.errors import InputError, StoreError
+from harness.logging import get_logger
+
+log = get_logger("attnq.evolve.driver")
+
+
+def latest_run(db: EvolveDB, campaign_id: str) -> RunRecord | None:
+    """The campaign's most recent run that is still running, else its most recent run, else None."""
+    runs = db.runs(campaign_id)
+    running = [r for r in runs if r.state == "running"]
+    return (running or runs or [None])[-1]
+
+
+def new_run_id(db: EvolveDB, base: str = "evolve") -> str:
+    """``base-N`` with the first N not taken."""
+    taken = {r.run_id for r in db.runs()}
+    n = 1
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
+
+
+def start_or_resume(db: EvolveDB, *, campaign_id: str, state_dir: Path, cfg: EvolveConfig, run_id: str | None,
+                    seed_path: Path | None, bank: Any = None, resume: bool = True) -> tuple[Search, bool]:
+    """``(search, created)``: the named run resumed (budget and placement taken from ``cfg``), or a new
+    run from ``seed_path``.
+
+    Raises:
+        InputError: the seed file cannot be read; a named run belongs to another campaign.
+        StoreError: ``resume`` is False and the run exists.
+    """
+    if run_id is not None and (rec := db.run_or_none(run_id)) is not None:
+        if not resume:
+            raise StoreError(f"evolve run {run_id!r} exists: resume it (drop --new) or choose another --run")
+        if rec.campaign_id != campaign_id:
+            raise InputError(f"evolve run {run_id!r} belongs to campaign {rec.campaign_id!r}, not {campaign_id!r}")
+        stored = dict(rec.config)
+        given = cfg.model_dump(mode="json")
+        stored.update({k: given[k] for k in RESUMABLE_FIELDS if k in cfg.model_fields_set})
+        db.update_run(run_id, config=EvolveConfig(**stored).model_dump(mode="json"))
+        if rec.state != "running":
+            db.update_run(run_id, state="running", stop_reason=None)
+        return Search(db, run_id, bank=bank, state_dir=state_dir), False
+    if seed_path is None:
+        raise InputError("no evolve run to resume: give the seed program (attnq evolve --from FILE; MCP: seed_path)")
+    try:
+        source = Path(seed_path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the seed program {seed_path}: {exc}") from None
+    rid = run_id or new_run_id(db, cfg.group or "evolve")
+    return Search.create(db, rid, campaign_id, cfg, source, seed_path=str(seed_path), state_dir=state_dir,
+                         bank=bank), True
+
+
+def _produce(search: Search, mutator: KnobMutator | CommandMutator, tickets: list[TicketRecord]) -> None:
+    """Children for ``tickets`` (slot order), accepted into the run."""
+    db, cfg = search.db, search.cfg
+    if isinstance(mutator, KnobMutator):
+        known = {p.norm_sha256 for p in db.programs(search.run_id)}
+        for t in tickets:
+            rng = random.Random(f"{cfg.seed}:{t.generation}:{t.slot}:knob")
+            parent = db.program(t.parent_id)
+            other = db.program(t.inspiration_id).source_text if t.kind == "crossover" and t.inspiration_id else None
+            try:
+                src, note = mutator.mutate(parent.source_text, t.question_id or "", rng, known=known,
+                                           inspiration=other)
+            except InputError as err:
+                search.fail_ticket(t, err.message)
+                continue
+            known.add(search.accept_child(t, src, mutator="knob", note=note).norm_sha256)
+        return
+    outcomes = mutator.mutate_many([search.brief(t) for t in tickets])
+    for t, out in zip(tickets, outcomes):
+        if out.source is None:
+            search.fail_ticket(t, out.error or "no source")
+        else:
+            search.accept_child(t, out.source, mutator="command", note=out.note)
+
+
+def run_search(search: Search, pool: EvalPool, mutator: KnobMutator | CommandMutator, *,
+               progress: Progress | None = None, stop: threading.Event | None = None) -> RunRecord:
+    """Evaluate the seed, then run generations until the goal, a budget, or ``stop`` ends the run."""
+    budget = Budget(search.cfg, search.db, search.run)
+    say = progress or (lambda _msg: None)
+    try:
+        seed = search.seed_program()
+        if seed.status == "pending":
+            say(f"evaluating the seed #{seed.id} ({pool.description})")
+            seed = search.evaluate_one(seed, pool, budget, progress)
+            if seed.status == "pending":
+                return search.finish("budget", budget.exhausted() or "budget spent before the seed", budget)
+        if seed.status != "correct":
+            return search.finish("failed", f"the seed #{seed.id} is {seed.status} ({seed.failure_kind or '-'}): "
+                                           "the search needs a correct seed", budget)
+        search.close_generation(0)
+        while True:
+            if stop is not None and stop.is_set():
+                return search.finish("stopped", "stopped by the user", budget)
+            g = search.run.generation
+            if search.generation_complete(g):
+                search.close_generation(g)
+                if (why := search.stop_reason(budget)) is not None:
+                    return search.finish(*why, budget)
+                tickets = search.plan_generation()
+                g += 1
+                say(f"generation {g}: {len(tickets)} tickets")
+            else:
+                if (why := search.stop_reason(budget)) is not None:
+                    return search.finish(*why, budget)
+                tickets = search.db.tickets(search.run_id, g)
+            _produce(search, mutator, [t for t in tickets if t.state in ("planned", "issued")])
+            pending = [p for p in search.db.programs(search.run_id, status="pending") if p.generation == g]
+            search.evaluate(pending, pool, budget, progress)
+            search.db.update_run(search.run_id, elapsed_s=round(budget.elapsed_s(), 3))
+            if not search.generation_complete(g) and budget.exhausted() is None:
+                stuck = [t.id for t in search.db.tickets(search.run_id, g) if t.state not in ("done", "failed")]
+                raise StoreError(f"generation {g} cannot complete: tickets {stuck} are neither done nor failed")
+    except BaseException:
+        search.db.update_run(search.run_id, elapsed_s=round(budget.elapsed_s(), 3))
+        raise
+
+
+# -- the external (MCP) mutator --------------------------------------------------------------------
+def issue_ticket(search: Search, child_dir: Path) -> TicketRecord | str:
+    """The next ticket for an external mutator, its child file primed with the parent's source; or why
+    there is none (``"seed"``: the seed is not evaluated yet; ``"evaluating"``: every ticket of the
+    generation is out or being evaluated; otherwise the run's stop reason).
+
+    An unsubmitted ticket is handed out again once every ticket of the generation has been issued.
+    """
+    with search.lock:
+        seed = search.seed_program()
+        if seed.status == "pending":
+            return "seed"
+        if seed.status != "correct":
+            return f"the seed #{seed.id} is {seed.status}: the search needs a correct seed"
+        run = search.run
+        if run.state != "running":
+            return run.stop_reason or run.state
+        budget = Budget(search.cfg, search.db, run)
+        g = run.generation
+        if search.generation_complete(g):
+            search.close_generation(g)
+            if (why := search.stop_reason(budget)) is not None:
+                return search.finish(*why).stop_reason or why[1]
+            search.plan_generation()
+            g += 1
+        tickets = search.db.tickets(search.run_id, g)
+        ticket = next((t for t in tickets if t.state == "planned"), None) or next(
+            (t for t in sorted(tickets, key=lambda t: t.updated_at) if t.state == "issued"), None)
+        if ticket is None:
+            return "evaluating"
+        path = Path(ticket.child_path) if ticket.child_path else child_dir / f"g{g:03d}-t{ticket.id}.cu"
+        if ticket.state == "planned" or not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(search.db.program(ticket.parent_id).source_text, encoding="utf-8")
+        return search.db.update_ticket(ticket.id, state="issued", child_path=str(path))
+
+
+def submit_child(search: Search, ticket_id: int, source: str) -> ProgramRecord:
+    """Accept an external mutator's child for ``ticket_id`` (idempotent per ticket).
+
+    Raises:
+        InputError: an unknown ticket, one of another run, or one that failed.
+    """
+    try:
+        ticket = search.db.ticket(ticket_id)
+    except StoreError:
+        raise InputError(f"no evolve ticket {ticket_id}: call evolve_next for one") from None
+    if ticket.run_id != search.run_id:
+        raise InputError(f"ticket {ticket_id} belongs to run {ticket.run_id!r}, not {search.run_id!r}")
+    if ticket.state == "failed":
+        raise InputError(f"ticket {ticket_id} failed ({ticket.note}); call evolve_next for another")
+    if ticket.program_id is None and ticket.state == "planned":
+        raise InputError(f"ticket {ticket_id} was not handed out yet: call evolve_next")
+    return search.accept_child(ticket, source, mutator="mcp")

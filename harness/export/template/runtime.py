@@ -1,0 +1,372 @@
+"""An attention forward kernel made with attnq, behind FlashAttention-3's interface.
+
+Written by ``attnq export``; ``kernel.json`` next to this file names the kernel (source file and its
+sha256), the archs its libraries were built for and the attnq version that built them.
+
+Two entry points:
+
+* ``flash_attn_func(q, k, v, softmax_scale=None, causal=False, ...)``: FlashAttention-3's signature
+  and conventions (``hopper/flash_attn_interface.py``): q ``[batch, seqlen_q, num_heads_q, head_dim]``,
+  k and v ``[batch, seqlen_k, num_heads_kv, head_dim]`` (bf16 or fp16; ``num_heads_q % num_heads_kv ==
+  0``: MHA, GQA, MQA), causal masks aligned bottom-right, returns o ``[batch, seqlen_q, num_heads_q,
+  head_dim]`` and, with ``return_attn_probs=True``, also lse ``[batch, num_heads_q, seqlen_q]`` fp32
+  (natural log of the softmax denominator, scale included; ``+inf`` for a row that sees no key).
+  ``num_splits``, ``pack_gqa``, ``deterministic`` are scheduling hints: accepted, the kernel schedules
+  itself (its forward pass is deterministic); ``sm_margin`` SMs are left out of the SM count the kernel
+  is told. Arguments the kernel cannot honour raise :class:`UnsupportedArgument` (a
+  ``NotImplementedError``) naming them: ``qv``, ``q_descale``/``k_descale``/``v_descale``,
+  ``window_size`` other than ``(-1, -1)``, ``attention_chunk``, ``softcap``, ``head_dim_v`` (v's head_dim
+  differs from q's) and ``dtype`` (other than bf16/fp16). Forward only: a backward pass through it
+  raises ``NotImplementedError``.
+* ``torch.ops.<package>.fwd(q, k, v, softmax_scale, causal, sm_margin=0) -> (out, lse)``: the same
+  computation as a torch custom op (``torch.library``) with a fake implementation, so
+  ``torch.compile(fullgraph=True)`` traces it without graph breaks; it launches on the current
+  stream of q's device (under a device guard), takes its workspace from torch's caching allocator
+  and never synchronizes, so it can be captured in a CUDA graph.
+
+The kernel library is loaded with ctypes on first use (importing needs no GPU) and called through
+attnq's C ABI (``attn_abi.h``, version in kernel.json): ``int attn_fwd(const attn_fwd_params*,
+cudaStream_t)``, nonzero meaning "configuration not supported" (raised as :class:`KernelDeclined`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import math
+import re
+import struct
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+
+_HERE = Path(__file__).resolve().parent
+#: What ``attnq export`` recorded: name, version, kernel, source_sha256, abi_version, libraries {arch: {file, sha256}}.
+MANIFEST: dict[str, Any] = json.loads((_HERE / "kernel.json").read_text())
+NAME: str = MANIFEST["name"]
+ABI_VERSION: int = int(MANIFEST["abi_version"])
+
+__all__ = ["MANIFEST", "KernelDeclined", "NoGpuError", "UnsupportedArgument", "flash_attn_func", "fwd"]
+
+_DTYPES = {torch.bfloat16: 0, torch.float16: 1}  # attn_dtype in attn_abi.h
+
+# attn_fwd_params (attn_abi.h, 224 bytes on x86-64, no padding): abi_version, dtype; q k v o lse pointers;
+# q/k/v/o batch, row, head strides (elements); batch, seqlen_q, seqlen_k, num_heads_q, num_heads_kv,
+# head_dim; softmax_scale; causal; workspace pointer, workspace_bytes; num_sms; then reserved[7] (zero).
+_PARAMS = struct.Struct("<ii5Q12q6ifiQQi")
+_WORKSPACE = struct.Struct("<QQ")
+_WORKSPACE_OFFSET = 176
+PARAMS_BYTES = 224
+
+
+class UnsupportedArgument(NotImplementedError):
+    """Arguments of FlashAttention-3's interface this kernel cannot honour; ``arguments`` lists their names."""
+
+    def __init__(self, arguments: list[str], detail: str) -> None:
+        super().__init__(f"{NAME}: not supported by this kernel: {', '.join(arguments)} ({detail})")
+        self.arguments = list(arguments)
+
+
+class KernelDeclined(NotImplementedError):
+    """The kernel's ``attn_fwd`` returned a nonzero status: it does not support this configuration."""
+
+    def __init__(self, status: int, config: str) -> None:
+        super().__init__(f"{NAME}: the kernel does not support {config} (attn_fwd returned {status})")
+        self.status = status
+
+
+class NoGpuError(RuntimeError):
+    """No CUDA GPU is usable, or none that runs one of the archs this package was built for."""
+
+
+# --------------------------------------------------------------------------------------------------
+# The library: one per device, loaded on first use
+# --------------------------------------------------------------------------------------------------
+
+
+def _arch_fits(arch: str, major: int, minor: int) -> bool:
+    """True when a cubin built for ``arch`` runs on compute capability ``major.minor``.
+
+    ``sm_XYa`` (arch-specific) runs on exactly X.Y; ``sm_XYf`` (family) and ``sm_XY`` on X.Z for Z >= Y.
+    """
+    m = re.fullmatch(r"sm_(\d+)(\d)([af]?)", arch)
+    if not m:
+        return False
+    a_major, a_minor, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
+    if suffix == "a":
+        return (a_major, a_minor) == (major, minor)
+    return a_major == major and a_minor <= minor
+
+
+class _Kernel:
+    """A loaded kernel library: ``fwd(params_address, stream) -> status``, workspace bytes, launch errors."""
+
+    def __init__(self, arch: str, path: Path, sha256: str | None) -> None:
+        data = path.read_bytes()
+        if sha256 and hashlib.sha256(data).hexdigest() != sha256:
+            raise RuntimeError(f"{NAME}: {path} differs from the library recorded in kernel.json; reinstall")
+        self.arch = arch
+        lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+        lib.attn_abi_version.restype = ctypes.c_int
+        got = lib.attn_abi_version()
+        if got != ABI_VERSION:
+            raise RuntimeError(f"{NAME}: {path.name} speaks ABI version {got}, kernel.json says {ABI_VERSION}")
+        self.fwd = lib.attn_fwd
+        self.fwd.restype = ctypes.c_int
+        self.fwd.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.ws = getattr(lib, "attn_fwd_workspace_bytes", None)
+        if self.ws is not None:
+            self.ws.restype = ctypes.c_size_t
+            self.ws.argtypes = [ctypes.c_void_p]
+        # the CUDA runtime the library links (found through its own dependency scope)
+        self._last_error = lib.cudaGetLastError
+        self._last_error.restype = ctypes.c_int
+        self._error_string = lib.cudaGetErrorString
+        self._error_string.restype = ctypes.c_char_p
+        self._lib = lib
+
+    def launch_error(self) -> str | None:
+        """The launch error ``attn_fwd`` left behind (cudaGetLastError: no synchronization), or None."""
+        code = self._last_error()
+        return None if code == 0 else f"{self._error_string(code).decode()} (cudaError {code})"
+
+
+_kernels: dict[int, _Kernel] = {}
+_num_sms: dict[int, int] = {}
+_load_lock = threading.Lock()
+_local = threading.local()
+
+
+def _kernel(device: int) -> _Kernel:
+    """The library for ``device`` (loaded once per device). Raises NoGpuError when no arch fits."""
+    kern = _kernels.get(device)
+    if kern is not None:
+        return kern
+    with _load_lock:
+        if device not in _kernels:
+            major, minor = torch.cuda.get_device_capability(device)
+            libs = MANIFEST["libraries"]
+            fits = [a for a in libs if _arch_fits(a, major, minor)]
+            if not fits:
+                name = torch.cuda.get_device_name(device)
+                raise NoGpuError(f"{NAME}: built for {', '.join(libs)}; GPU {device} ({name}) has compute capability "
+                                 f"{major}.{minor}: export again with --arch for it")
+            arch = min(fits, key=lambda a: (not a.endswith("a"), a.endswith("f")))  # the arch-specific build first
+            _kernels[device] = _Kernel(arch, _HERE / libs[arch]["file"], libs[arch].get("sha256"))
+            _num_sms[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _kernels[device]
+
+
+def _params_buffer() -> tuple[ctypes.Array, int]:
+    """This thread's attn_fwd_params buffer (zeroed once: reserved[] stays 0) and its address."""
+    buf = getattr(_local, "buf", None)
+    if buf is None:
+        buf = ctypes.create_string_buffer(PARAMS_BYTES)
+        _local.buf = buf
+        _local.addr = ctypes.addressof(buf)
+    return buf, _local.addr
+
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+#: A device guard that costs one C call each way (torch.cuda.device parses its argument in Python).
+_DeviceGuard = getattr(torch.cuda, "_DeviceGuard", torch.cuda.device)
+
+
+def _stream(device: int) -> int:
+    """The current CUDA stream of ``device`` as an integer handle (what torch launches on, also under capture)."""
+    if _raw_stream is not None:
+        return _raw_stream(device)
+    return torch.cuda.current_stream(device).cuda_stream  # pragma: no cover - older torch
+
+
+# --------------------------------------------------------------------------------------------------
+# Checks
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Shape, dtype and device rules (ValueError / UnsupportedArgument / NoGpuError), before any work."""
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"{NAME}: q, k, v must be 4-D [batch, seqlen, heads, head_dim]; got shapes "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    b, _, hq, d = q.shape
+    bk, sk, hk, dk = k.shape
+    if bk != b or dk != d or tuple(v.shape[:3]) != (bk, sk, hk):
+        raise ValueError(f"{NAME}: incompatible shapes q={tuple(q.shape)} k={tuple(k.shape)} v={tuple(v.shape)}")
+    if hk == 0 or hq % hk:
+        raise ValueError(f"{NAME}: num_heads_q={hq} must be a multiple of num_heads_kv={hk}")
+    if v.shape[3] != d:
+        raise UnsupportedArgument(["head_dim_v"], f"v has head_dim {v.shape[3]}, q and k have {d}")
+    if q.dtype not in _DTYPES:
+        raise UnsupportedArgument(["dtype"], f"{q.dtype}: the kernel takes torch.bfloat16 or torch.float16")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"{NAME}: q, k, v must share one dtype; got {q.dtype}, {k.dtype}, {v.dtype}")
+
+
+def _check_device(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
+    """q's CUDA device index; NoGpuError without a GPU, ValueError for CPU or mixed-device tensors."""
+    if not q.is_cuda:
+        if not torch.cuda.is_available():
+            raise NoGpuError(f"{NAME}: no CUDA GPU is available (torch.cuda.is_available() is False); this "
+                             f"package runs its kernel on NVIDIA GPUs ({', '.join(MANIFEST['libraries'])})")
+        raise ValueError(f"{NAME}: q, k, v must be CUDA tensors; q is on {q.device}")
+    if k.device != q.device or v.device != q.device:
+        raise ValueError(f"{NAME}: q, k, v must be on one device; got {q.device}, {k.device}, {v.device}")
+    return q.device.index if q.device.index is not None else torch.cuda.current_device()
+
+
+def _last_dim_contiguous(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+# --------------------------------------------------------------------------------------------------
+# The custom op
+# --------------------------------------------------------------------------------------------------
+
+
+def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
+              sm_margin: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The op on real tensors: validate, allocate o and lse, launch on the current stream (no sync)."""
+    _check_tensors(q, k, v)
+    device = _check_device(q, k, v)
+    b, sq, hq, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    o = torch.empty((b, sq, hq, d), dtype=q.dtype, device=q.device)
+    lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
+    if o.numel() == 0:
+        return o, lse
+    if sk == 0:  # every row sees no key (attn_abi.h): o = 0, lse = +inf
+        return o.zero_(), lse.fill_(math.inf)
+    q, k, v = _last_dim_contiguous(q), _last_dim_contiguous(k), _last_dim_contiguous(v)
+    with _DeviceGuard(device):
+        kern = _kernel(device)
+        buf, addr = _params_buffer()
+        _PARAMS.pack_into(
+            buf, 0, ABI_VERSION, _DTYPES[q.dtype],
+            q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+            v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
+            b, sq, sk, hq, hk, d, softmax_scale, 1 if causal else 0, 0, 0,
+            max(1, _num_sms[device] - max(0, int(sm_margin))),
+        )
+        workspace = None
+        nbytes = int(kern.ws(addr)) if kern.ws is not None else 0
+        if nbytes:
+            workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)  # caching allocator (graph pool)
+            _WORKSPACE.pack_into(buf, _WORKSPACE_OFFSET, workspace.data_ptr(), nbytes)
+        status = kern.fwd(addr, _stream(device))
+        if status != 0:
+            raise KernelDeclined(status, f"batch={b} seqlen_q={sq} seqlen_k={sk} num_heads_q={hq} "
+                                         f"num_heads_kv={hk} head_dim={d} dtype={q.dtype} causal={bool(causal)}")
+        if (err := kern.launch_error()) is not None:
+            raise RuntimeError(f"{NAME}: the kernel launch failed: {err}")
+    return o, lse
+
+
+def _fwd_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
+              sm_margin: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Shapes, dtypes and layout of the op's outputs without running it (torch.compile's tracing)."""
+    _check_tensors(q, k, v)
+    b, sq, hq, d = q.shape
+    return q.new_empty((b, sq, hq, d)), q.new_empty((b, hq, sq), dtype=torch.float32)
+
+
+_LIB = torch.library.Library(NAME, "DEF")
+_LIB.define("fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, int sm_margin=0) "
+            "-> (Tensor out, Tensor lse)")
+_LIB.impl("fwd", _fwd_impl, "CUDA")
+_LIB.impl("fwd", _fwd_impl, "CPU")  # only to say plainly that a GPU is needed
+_LIB.impl("fwd", torch.library.fallthrough_kernel, "Autograd")  # not differentiable; see _ForwardOnly
+torch.library.register_fake(f"{NAME}::fwd", _fwd_fake, lib=_LIB)
+
+#: ``fwd(q, k, v, softmax_scale, causal, sm_margin=0) -> (out, lse)``: the custom op (torch.ops.<package>.fwd).
+fwd = getattr(torch.ops, NAME).fwd.default
+
+
+class _ForwardOnly(torch.autograd.Function):
+    """The op for inputs that require grad: the output joins the graph, and backward says it cannot."""
+
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
+                sm_margin: int) -> tuple[torch.Tensor, torch.Tensor]:
+        out, lse = fwd(q, k, v, softmax_scale, causal, sm_margin)
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise NotImplementedError(f"{NAME}: backward is not available: the exported kernel computes the "
+                                  "attention forward pass only")
+
+
+# --------------------------------------------------------------------------------------------------
+# FlashAttention-3's function
+# --------------------------------------------------------------------------------------------------
+
+
+def flash_attn_func(
+    q,
+    k,
+    v,
+    softmax_scale=None,
+    causal=False,
+    qv=None,
+    q_descale=None, k_descale=None, v_descale=None,
+    window_size=(-1, -1),
+    attention_chunk=0,
+    softcap=0.0,
+    num_splits=1,
+    pack_gqa=None,
+    deterministic=False,
+    sm_margin=0,
+    return_attn_probs=False,
+):
+    """Attention forward with FlashAttention-3's signature (see the module docstring for the conventions).
+
+    Args:
+        q: ``[batch, seqlen_q, num_heads_q, head_dim]`` bf16 or fp16, CUDA.
+        k, v: ``[batch, seqlen_k, num_heads_kv, head_dim]``, same dtype and device; GQA/MQA when
+            ``num_heads_kv < num_heads_q`` (query head h reads kv head ``h // (num_heads_q // num_heads_kv)``).
+        softmax_scale: scale of q·k before the softmax; default ``head_dim ** -0.5``.
+        causal: bottom-right aligned mask: query i sees key j iff ``j <= i + seqlen_k - seqlen_q``; a row
+            that sees no key gives o = 0 (and lse = +inf).
+        num_splits, pack_gqa, deterministic: hints; accepted, the kernel chooses its own schedule.
+        sm_margin: SMs to leave free: the kernel is told ``num_sms - sm_margin`` SMs.
+        return_attn_probs: also return lse.
+        qv, q_descale, k_descale, v_descale, window_size, attention_chunk, softcap: only their defaults
+            are supported.
+    Returns:
+        ``out`` ``[batch, seqlen_q, num_heads_q, head_dim]`` (q's dtype), or ``(out, lse)`` with lse
+        ``[batch, num_heads_q, seqlen_q]`` fp32 in natural log when ``return_attn_probs``.
+    Raises:
+        UnsupportedArgument (NotImplementedError): an argument the kernel cannot honour, named.
+        KernelDeclined (NotImplementedError): the kernel returned "unsupported" for this configuration.
+        NoGpuError (RuntimeError): no CUDA GPU, or none whose arch this package was built for.
+        ValueError: shapes, dtypes or devices that do not fit together.
+    """
+    unsupported = [name for name, value in (("qv", qv), ("q_descale", q_descale), ("k_descale", k_descale),
+                                             ("v_descale", v_descale)) if value is not None]
+    if tuple(window_size) != (-1, -1):
+        unsupported.append("window_size")
+    if attention_chunk:
+        unsupported.append("attention_chunk")
+    if softcap:
+        unsupported.append("softcap")
+    if v.shape[-1] != q.shape[-1]:
+        unsupported.append("head_dim_v")
+    if q.dtype not in _DTYPES:
+        unsupported.append("dtype")
+    if unsupported:
+        raise UnsupportedArgument(unsupported, "the kernel takes only qv=None, q/k/v_descale=None, window_size="
+                                               "(-1, -1), attention_chunk=0, softcap=0.0, v's head_dim equal to q's "
+                                               f"and dtype bf16 or fp16 (got {q.dtype})")
+    if softmax_scale is None:
+        softmax_scale = q.shape[-1] ** -0.5
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        out, lse = _ForwardOnly.apply(q, k, v, softmax_scale, bool(causal), sm_margin)
+    else:
+        out, lse = fwd(q, k, v, softmax_scale, bool(causal), sm_margin)
+    return (out, lse) if return_attn_probs else out

@@ -1,0 +1,236 @@
+"""Kernel development bench (GPU): build variants of a candidate, check them, time them against FA3.
+
+Not the verdict (that is `attnq verify`): a quick loop for kernel work that builds one `.cu` with several
+sets of `-D` flags, checks every variant against the one fp32 reference (harness.reference) on small
+shapes, then times each on the FlashAttention-3 benchmark grid (16k tokens, hidden 2048, head_dim
+64/128/256, causal and not, bf16) with `triton.testing.do_bench` (median), FA3 timed in the same process
+when `flash_attn_interface` is importable.
+
+    python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant base= --variant st3=-DATTN_WS_ST128=3 \
+        --json $OUT/bench.json
+
+Prints one line per variant and scenario, then geomean TFLOP/s and the geomean ratio vs FA3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.abi import load_kernel, make_params  # noqa: E402
+from harness.compile import nvcc_flags  # noqa: E402
+from harness.reference import attention_reference  # noqa: E402
+
+GRID = [(d, causal, s) for d in (64, 128, 256) for causal in (False, True) for s in (512, 1024, 2048, 4096, 8192, 16384)]
+# (batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal, dtype): odd lengths, GQA, fp16, sq != sk
+CHECKS = [
+    (2, 300, 300, 4, 4, 64, False, torch.bfloat16), (2, 300, 300, 4, 4, 128, True, torch.bfloat16),
+    (1, 1000, 1000, 8, 2, 256, True, torch.bfloat16), (1, 777, 1234, 8, 8, 128, True, torch.float16),
+    (1, 1234, 777, 8, 8, 128, True, torch.bfloat16), (4, 256, 4096, 4, 1, 64, False, torch.float16),
+    (1, 2048, 2048, 16, 16, 256, False, torch.float16), (2, 129, 65, 6, 3, 128, False, torch.bfloat16),
+    (2, 4096, 4096, 8, 8, 128, False, torch.bfloat16), (2, 4096, 4096, 8, 8, 64, True, torch.bfloat16),
+]
+TOL = {torch.bfloat16: (1.5e-2, 1e-2), torch.float16: (2e-3, 2e-3)}
+
+
+def build(src: Path, flags: list[str], out: Path) -> Path:
+    cmd = ["nvcc", *nvcc_flags("sm_90a"), *flags, str(src), "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"nvcc failed for {flags}:\n{proc.stderr[-3000:]}")
+    regs = [ln.strip() for ln in proc.stderr.splitlines() if "attn_fwd_ws" in ln and "Compiling" in ln]
+    spills = [ln.strip() for ln in proc.stderr.splitlines() if "spill" in ln and not ln.strip().startswith("0 bytes")]
+    warn = [ln for ln in proc.stderr.splitlines() if "warning" in ln.lower() and "#177" not in ln]
+    if spills or warn:
+        print(f"  build notes {flags}: spills={spills[:4]} warnings={warn[:4]}", flush=True)
+    del regs
+    return out
+
+
+class Runner:
+    """Calls a built library on torch tensors (bhsd views of [b, s, h, d])."""
+
+    def __init__(self, lib_path: Path) -> None:
+        self.lib = load_kernel(lib_path)
+        self.sms = torch.cuda.get_device_properties(0).multi_processor_count
+
+    def prepare(self, q, k, v, causal, scale):
+        b, sq, hq, d = q.shape
+        o = torch.empty_like(q)
+        lse = torch.empty(b, hq, sq, device=q.device, dtype=torch.float32)
+        p = make_params(q, k, v, o, lse, softmax_scale=scale, causal=causal, num_sms=self.sms)
+        nws = self.lib.workspace_bytes(p)
+        ws = torch.empty(max(nws, 1), device=q.device, dtype=torch.uint8)
+        p.workspace, p.workspace_bytes = ws.data_ptr(), nws
+        stream = torch.cuda.current_stream().cuda_stream
+
+        def call():
+            rc = self.lib.fwd(p, stream)
+            if rc != 0:
+                raise RuntimeError(f"attn_fwd returned {rc}")
+        return call, o, lse, ws
+
+
+def check(runner: Runner) -> list[str]:
+    bad = []
+    for (b, sq, sk, hq, hk, d, causal, dt) in CHECKS:
+        torch.manual_seed(sq * 7 + d)
+        q = torch.randn(b, sq, hq, d, device="cuda", dtype=dt)
+        k = torch.randn(b, sk, hk, d, device="cuda", dtype=dt)
+        v = torch.randn(b, sk, hk, d, device="cuda", dtype=dt)
+        scale = d ** -0.5
+        call, o, lse, _ws = runner.prepare(q, k, v, causal, scale)
+        o.fill_(float("nan"))
+        lse.fill_(float("nan"))
+        call()
+        torch.cuda.synchronize()
+        o_ref, lse_ref = attention_reference(q, k, v, softmax_scale=scale, causal=causal)
+        atol, rtol = TOL[dt]
+        err = (o.float() - o_ref).abs()
+        ok_o = bool((err <= atol + rtol * o_ref.abs()).all())
+        fin = torch.isfinite(lse_ref)
+        ok_l = bool(torch.equal(torch.isfinite(lse), fin)) and bool(
+            ((lse[fin] - lse_ref[fin]).abs() <= 1e-3 * lse_ref[fin].abs().clamp_min(1)).all())
+        tag = f"b{b} sq{sq} sk{sk} h{hq}/{hk} d{d} {'causal' if causal else 'full'} {str(dt)[6:]}"
+        if not (ok_o and ok_l):
+            bad.append(f"{tag}: max|o-ref|={float(err.nan_to_num(1e9).max()):.3g} lse_ok={ok_l}")
+    return bad
+
+
+def grid_tensors(d: int, s: int):
+    h = 2048 // d
+    b = 16384 // s
+    q = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16)
+    return q, k, v
+
+
+def flops(b, h, s, d, causal):
+    f = 4 * b * h * s * s * d
+    return f / 2 if causal else f
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("kernel", type=Path)
+    ap.add_argument("--variant", action="append", default=[], help="NAME=-DX=1 -DY=2 (flags separated by spaces)")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--dims", default="64,128,256")
+    ap.add_argument("--no-fa3", action="store_true")
+    ap.add_argument("--check-only", action="store_true", help="build and check, no timing")
+    ap.add_argument("--keep", type=Path, help="copy the built libraries here")
+    ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--prebuilt", type=Path, help="load NAME.so from this folder instead of building")
+    ap.add_argument("--one", help="only call each variant 3 times on one grid scenario, e.g. d128_n_s8192 (for ncu)")
+    args = ap.parse_args()
+    from triton.testing import do_bench
+
+    variants = [v.split("=", 1) for v in (args.variant or ["base="])]
+    tmp = Path(tempfile.mkdtemp())
+    t0 = time.time()
+    libs = {}
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        futs = {name: (pool.submit(lambda n=name: args.prebuilt / f"{n}.so") if args.prebuilt else
+                       pool.submit(build, args.kernel, fl.split(), tmp / f"{name}.so")) for name, fl in variants}
+        for name, fut in futs.items():
+            try:
+                libs[name] = fut.result()
+            except RuntimeError as exc:
+                print(f"[{name}] BUILD FAILED: {exc}", flush=True)
+    print(f"built {len(libs)} variants in {time.time() - t0:.0f} s", flush=True)
+    if args.build_only:
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for path in libs.values():
+                (args.keep / path.name).write_bytes(path.read_bytes())
+        return
+    fa3 = None
+    if not args.no_fa3:
+        try:
+            import flash_attn_interface as fa3  # noqa: F401
+        except ImportError as exc:
+            print(f"no FA3: {exc}")
+    dims = {int(x) for x in args.dims.split(",")}
+    results: dict = {"fa3": {}}
+    runners = {}
+    for name, path in libs.items():
+        runners[name] = Runner(path)
+        bad = check(runners[name])
+        print(f"[{name}] check: {'OK' if not bad else 'FAILED'}", flush=True)
+        for line in bad:
+            print(f"   {line}", flush=True)
+        results[name] = {"check_failures": bad}
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        for name, path in libs.items():
+            (args.keep / path.name).write_bytes(path.read_bytes())
+    if args.check_only:
+        return
+    if args.one:
+        d, c, s = args.one.split("_")
+        q, k, v = grid_tensors(int(d[1:]), int(s[1:]))
+        for name, r in runners.items():
+            call, *_ = r.prepare(q, k, v, c == "c", int(d[1:]) ** -0.5)
+            for _ in range(3):
+                call()
+        torch.cuda.synchronize()
+        return
+    for (d, causal, s) in GRID:
+        if d not in dims:
+            continue
+        torch.manual_seed(s + d)
+        q, k, v = grid_tensors(d, s)
+        b, h = q.shape[0], q.shape[2]
+        key = f"d{d}_{'c' if causal else 'n'}_s{s}"
+        fl = flops(b, h, s, d, causal)
+        line = [key]
+        if fa3 is not None:
+            ms = do_bench(lambda: fa3.flash_attn_func(q, k, v, softmax_scale=d ** -0.5, causal=causal), return_mode="median")
+            results["fa3"][key] = fl / ms / 1e9
+            line.append(f"fa3 {results['fa3'][key]:6.1f}")
+        for name, r in runners.items():
+            call, *_ = r.prepare(q, k, v, causal, d ** -0.5)
+            try:
+                ms = do_bench(call, return_mode="median")
+                results[name][key] = fl / ms / 1e9
+                ratio = results[name][key] / results["fa3"][key] if key in results["fa3"] else float("nan")
+                line.append(f"{name} {results[name][key]:6.1f} ({ratio:.2f})")
+            except RuntimeError as exc:
+                line.append(f"{name} ERR {exc}")
+        print("  ".join(line), flush=True)
+        del q, k, v
+    print("== geomean TFLOP/s (ratio vs fa3) per class and overall")
+    for name in ["fa3", *runners]:
+        vals = {k2: v2 for k2, v2 in results[name].items() if k2.startswith("d")}
+        if not vals:
+            continue
+        parts = []
+        for cls in sorted({k2.rsplit("_", 1)[0] for k2 in vals}):
+            sel = [k2 for k2 in vals if k2.startswith(cls + "_")]
+            g = math.exp(sum(math.log(vals[k2]) for k2 in sel) / len(sel))
+            rr = [vals[k2] / results["fa3"][k2] for k2 in sel if k2 in results["fa3"]]
+            gr = math.exp(sum(map(math.log, rr)) / len(rr)) if rr else float("nan")
+            parts.append(f"{cls} {g:.0f} ({gr:.2f})")
+        g = math.exp(sum(math.log(x) for x in vals.values()) / len(vals))
+        rr = [vals[k2] / results["fa3"][k2] for k2 in vals if k2 in results["fa3"]]
+        gr = math.exp(sum(map(math.log, rr)) / len(rr)) if rr else float("nan")
+        print(f"[{name}] ALL {g:.0f} ({gr:.3f}) | " + " | ".join(parts), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

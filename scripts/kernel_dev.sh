@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Kernel development run on the H200 (one device call): builds variants of kernels/attn_fast.cu in
+# parallel, checks each in its own process (a hang costs one timeout, not the run), then times the
+# variants that passed on the FA3 grid against FlashAttention-3 in one process (scripts/kernel_bench.py).
+#   VARIANTS="base=;v5=-DATTN_WS=0;st3=-DATTN_WS_ST128=3 -DATTN_WS_ST64=4" bash scripts/kernel_dev.sh      logs under $OUT (default ./gpu-out)
+# Needs .whl/ (../shared/gpu/fetch-wheels.sh) and .fa3/*.tgz (the FA3 build) carried to the box.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
+if ls .fa3/*.tgz >/dev/null 2>&1; then
+  mkdir -p /tmp/fa3 && tar xzf .fa3/*.tgz -C /tmp/fa3 && export PYTHONPATH=/tmp/fa3${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+K=${KERNEL:-kernels/attn_fast.cu}
+IFS=";" read -r -a VS <<< "${VARIANTS:-base=}"
+args=(); for v in "${VS[@]}"; do args+=(--variant "$v"); done
+python3 scripts/kernel_bench.py "$K" "${args[@]}" --build-only --keep /tmp/libs 2>&1 | tee -a "$OUT/summary.txt"
+ok=()
+for v in "${VS[@]}"; do
+  n=${v%%=*}
+  [ -f "/tmp/libs/$n.so" ] || continue
+  if timeout "${CHECK_TIMEOUT:-120}" python3 scripts/kernel_bench.py "$K" --variant "$n=" --prebuilt /tmp/libs --check-only \
+      > "/tmp/check_$n.log" 2>&1 && grep -q "check: OK" "/tmp/check_$n.log"; then
+    ok+=(--variant "$n=")
+  fi
+  echo "check $n: rc=$? $(grep -h 'check:' "/tmp/check_$n.log" | head -1) $(grep -h 'max|o' "/tmp/check_$n.log" | head -3 | tr '\n' ' ')" | tee -a "$OUT/summary.txt"
+  tail -3 "/tmp/check_$n.log" | grep -i "error\|Traceback" | tee -a "$OUT/summary.txt"
+  cat "/tmp/check_$n.log" >> "$OUT/checks.log"
+done
+if [ ${#ok[@]} -gt 0 ] && [ -z "${NO_TIMING:-}" ]; then
+  timeout "${BENCH_TIMEOUT:-420}" python3 scripts/kernel_bench.py "$K" "${ok[@]}" --prebuilt /tmp/libs --dims "${DIMS:-64,128,256}" \
+    --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+fi

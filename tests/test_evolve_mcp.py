@@ -1,0 +1,130 @@
+"""The MCP mutator: evolve_next / evolve_submit driven by a client (the compile-facts evaluator: real
+nvcc builds on CPU), the long evaluation answered as a job, campaign_status and the report resource."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client import Client
+
+from harness.config import Settings
+from mcp_server.jobs import Limits
+from mcp_server.server import build_server
+from tests.evolve_support import SEED, state_dir
+
+
+@pytest.fixture
+def workspace(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    ws = tmp_path_factory.mktemp("evolve-mcp")
+    st = state_dir(tmp_path_factory, "evolve-mcp-state")
+    shutil.copy(SEED, ws / "seed.cu")
+    monkeypatch.setenv("ATTNQ_EVOLVE_EVALUATOR", "compile_facts")
+    monkeypatch.setenv("ATTNQ_EVOLVE_CHILDREN_PER_GENERATION", "2")
+    monkeypatch.setenv("ATTNQ_EVOLVE_ISLANDS", "1")
+    monkeypatch.setenv("ATTNQ_EVOLVE_COMPILE_WORKERS", "1")
+    (ws / "state").symlink_to(st, target_is_directory=True)
+    return ws
+
+
+def _settings(ws: Path) -> Settings:
+    return Settings(workspace=ws, state=ws / "state", goal_speedup=9.0)
+
+
+async def _call(c: Client, tool: str, **args: Any) -> dict[str, Any]:
+    res = await c.call_tool(tool, args)
+    assert not res.is_error, res.content[0].text  # type: ignore[union-attr]
+    return res.structured_content  # type: ignore[return-value]
+
+
+def _edit(ws: Path, rel: str, old: str, new: str) -> None:
+    path = ws / rel
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_an_mcp_client_is_the_mutation_operator(workspace: Path) -> None:
+    server = build_server(_settings(workspace))
+
+    async def main() -> None:
+        async with Client(server) as c:
+            nxt = await _call(c, "evolve_next", seed_path="seed.cu")  # starts the run; the seed is quick here
+            assert nxt["state"] == "ready" and nxt["run_id"] == "evolve-1" and nxt["arm"] == "question"
+            assert nxt["question"] and nxt["question"].endswith("?") and nxt["question"] in nxt["brief"]
+            assert nxt["child_path"] == f"evolve/evolve-1/g001-t{nxt['ticket_id']}.cu"
+            assert (workspace / nxt["child_path"]).read_text() == SEED.read_text()  # primed with the parent
+            assert "## Parent source (program A)" in nxt["brief"] and "#define TILE 256" in nxt["brief"]
+            _edit(workspace, nxt["child_path"], "#define TILE 256", "#define TILE 4096")
+            sub = await _call(c, "evolve_submit", ticket_id=nxt["ticket_id"])
+            assert sub["state"] == "finished" and sub["status"] == "correct" and sub["improved"] is True
+            assert sub["fitness_quick"] > sub["parent_fitness_quick"] and sub["fitness_full"] == sub["fitness_quick"]
+            assert sub["stage"] == "full" and sub["best_fitness"] == sub["fitness_full"]
+            again = await _call(c, "evolve_submit", ticket_id=nxt["ticket_id"])  # idempotent, same next ticket
+            assert again["program_id"] == sub["program_id"] and again["status"] == "correct"
+            assert again["next"]["ticket_id"] == sub["next"]["ticket_id"]
+            second = sub["next"]
+            assert second["state"] == "ready" and second["ticket_id"] != nxt["ticket_id"]
+            # the unchanged parent is a duplicate: rejected before any evaluation, counted
+            dup = await _call(c, "evolve_submit", ticket_id=second["ticket_id"])
+            assert dup["status"] == "rejected" and dup["reject_reason"].startswith("identical")
+            assert dup["improved"] is None and dup["next"]["state"] == "ready"
+            assert dup["next"]["generation"] == 2  # both tickets of generation 1 are done
+            status = await _call(c, "campaign_status")
+            evo = status["evolve"][0]
+            assert (evo["run_id"], evo["programs"], evo["correct"], evo["rejected"]) == ("evolve-1", 3, 2, 1)
+            assert evo["best"]["id"] == sub["program_id"] and evo["mutator"] == "mcp"
+            report = (await c.read_resource("attnq://evolve/report")).contents[0].text  # type: ignore[union-attr]
+            assert "## Lineage of the best" in report and nxt["question_id"] in report
+            bad = await c.call_tool("evolve_submit", {"ticket_id": 9999})
+            assert bad.is_error and "no evolve ticket 9999" in bad.content[0].text  # type: ignore[union-attr]
+
+    anyio.run(main)
+    server.attnq_state.close()  # type: ignore[attr-defined]
+
+
+def test_a_long_evaluation_answers_as_a_job(workspace: Path) -> None:
+    server = build_server(_settings(workspace), limits=Limits(inline_s=0.0, heartbeat_s=0.05, poll_s=0.01))
+
+    async def until(c: Client, tool: str, done: Any, **args: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + 120
+        while True:
+            out = await _call(c, tool, **args)
+            if done(out) or time.monotonic() > deadline:
+                return out
+            await anyio.sleep(0.2)
+
+    async def main() -> None:
+        async with Client(server) as c:
+            first = await _call(c, "evolve_next", seed_path="seed.cu")
+            assert first["state"] == "evaluating_seed" and first["job_id"]
+            nxt = await until(c, "evolve_next", lambda o: o["state"] != "evaluating_seed")
+            assert nxt["state"] == "ready"
+            _edit(workspace, nxt["child_path"], "#define UNROLL 2", "#define UNROLL 3")
+            sub = await _call(c, "evolve_submit", ticket_id=nxt["ticket_id"])
+            assert sub["state"] == "running" and sub["job_id"] and "evolve_submit(ticket_id=" in sub["message"]
+            done = await until(c, "evolve_submit", lambda o: o["state"] != "running", ticket_id=nxt["ticket_id"])
+            assert done["state"] == "finished" and done["job_id"] == sub["job_id"] and done["stage"] in ("quick", "full")
+            assert done["status"] == "correct" and done["next"]["state"] in ("ready", "waiting")
+
+    anyio.run(main)
+    server.attnq_state.close()  # type: ignore[attr-defined]
+
+
+def test_without_a_run_evolve_next_says_how_to_start_one(workspace: Path) -> None:
+    server = build_server(_settings(workspace))
+
+    async def main() -> None:
+        async with Client(server) as c:
+            res = await c.call_tool("evolve_next", {})
+            assert res.is_error and "has no evolve run" in res.content[0].text  # type: ignore[union-attr]
+            res = await c.call_tool("evolve_next", {"seed_path": "../outside.cu"})
+            assert res.is_error and "outside the workspace" in res.content[0].text  # type: ignore[union-attr]
+            assert (await _call(c, "campaign_status"))["evolve"] == []
+
+    anyio.run(main)
+    server.attnq_state.close()  # type: ignore[attr-defined]

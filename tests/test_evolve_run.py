@@ -1,0 +1,143 @@
+"""Whole evolve runs on real nvcc builds (the compile-facts evaluator: no GPU): the search climbs, the
+cascade spends the full stage only on improving children, a compile failure is kept with its kind,
+runs are deterministic under a seed, survive restarts, stop on the goal or a budget, and export a
+candidate that `attnq compile`/`attnq verify` accept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attnq.cli import main
+from evolve.db import EvolveDB
+from evolve.driver import run_search, start_or_resume
+from evolve.engine import Budget, Search
+from evolve.mutators import KnobMutator, set_knobs
+from evolve.pool import LocalPool
+from evolve.report import build_report
+from tests.evolve_support import SEED, fingerprint, knob_config, run_knob, state_dir
+
+
+@pytest.fixture(scope="module")
+def climbed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, EvolveDB]:
+    st = state_dir(tmp_path_factory, "evolve-climb")
+    db, rec = run_knob(st, "climb", knob_config(seed=1, max_generations=3))
+    assert rec.state == "budget" and rec.stop_reason == "generation budget spent (3 of 3)"
+    return st, db
+
+
+def test_the_knob_search_climbs_and_the_cascade_runs_full_only_for_improvers(climbed) -> None:  # type: ignore[no-untyped-def]
+    _, db = climbed
+    programs = {p.id: p for p in db.programs("climb")}
+    seed = programs[min(programs)]
+    assert seed.parent_id is None and seed.stage == "full" and seed.fitness_full == seed.fitness_quick
+    evals = db.evaluations("climb")
+    full_ids = {e.program_id for e in evals if e.stage == "full"}
+    for p in programs.values():
+        if p.parent_id is None or p.status != "correct":
+            continue
+        parent = programs[p.parent_id]
+        assert p.parent_fitness_quick == parent.fitness_quick
+        assert (p.id in full_ids) == (p.fitness_quick > parent.fitness_quick), p  # full only for improvers
+        assert p.improvement == pytest.approx(p.fitness_quick / parent.fitness_quick - 1, abs=1e-6)
+        assert p.cell and p.descriptors["wins"] == "n/a" and p.question_id.startswith("knob:")
+    rep = build_report(db, db.run("climb"))
+    so_far = [g.best_so_far_quick for g in rep.generations]
+    assert so_far == sorted(so_far) and so_far[-1] > so_far[0]  # fitness rises over generations
+    assert rep.lineage[0].id == seed.id and rep.lineage[-1].id == rep.status.best.id
+    assert {s.layer for s in rep.per_question} == {"knob"} and rep.per_layer[0].children == sum(
+        s.children for s in rep.per_question)
+    assert rep.status.evaluations["compile"] == sum(1 for p in programs.values() if p.status != "rejected")
+
+
+def test_a_compile_failure_is_kept_with_its_kind(tmp_path_factory: pytest.TempPathFactory) -> None:
+    st = state_dir(tmp_path_factory, "evolve-fail")
+    db = EvolveDB.for_state_dir(st)
+    search, _ = start_or_resume(db, campaign_id="default", state_dir=st, cfg=knob_config(seed=2), run_id="fail",
+                                seed_path=SEED)
+    pool = LocalPool([0], compile_workers=1)
+    budget = Budget(search.cfg, db, search.run)
+    assert search.evaluate_one(search.seed_program(), pool, budget).status == "correct"
+    search.close_generation(0)
+    ticket = search.plan_generation()[0]
+    too_big = set_knobs(SEED.read_text(), {"TILE": 65536})  # 256 KiB of static shared memory
+    child = search.evaluate_one(search.accept_child(ticket, too_big, mutator="knob"), pool, budget)
+    assert (child.status, child.stage, child.failure_kind) == ("failed_compile", "compile", "compile_error")
+    assert child.fitness_quick is None and db.ticket(ticket.id).state == "done"
+    assert [e.stage for e in db.evaluations("fail") if e.program_id == child.id] == ["compile"]
+    assert "shared" in db.evaluations("fail")[-1].result["message"]
+    # the next brief on that parent cites the failure
+    brief = search.brief(ticket)
+    assert f"#{child.id} failed_compile (compile_error) after {ticket.question_id}" in brief.text
+
+
+def test_runs_are_deterministic_under_a_seed_and_survive_restarts(climbed, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    _, db_a = climbed
+    st = state_dir(tmp_path_factory, "evolve-restart")
+    # same seed, interrupted after one generation, resumed (a new process would do the same) to three
+    _, rec = run_knob(st, "again", knob_config(seed=1, max_generations=1))
+    assert rec.generation == 1
+    db_b, rec = run_knob(st, "again", knob_config(seed=1, max_generations=3))
+    assert rec.state == "budget" and rec.generation == 3
+    assert fingerprint(db_b, "again") == fingerprint(db_a, "climb")
+    # a crash in the middle of a generation: tickets planned, two children accepted, none evaluated
+    search, _ = start_or_resume(db_b, campaign_id="default", state_dir=st, cfg=knob_config(seed=1, max_generations=3),
+                                run_id="crash", seed_path=SEED)
+    pool = LocalPool([0], compile_workers=2)
+    search.evaluate_one(search.seed_program(), pool, Budget(search.cfg, db_b, search.run))
+    search.close_generation(0)
+    tickets = search.plan_generation()
+    mut = KnobMutator(search.cfg.knobs)
+    import random
+    for t in tickets[:2]:
+        src, note = mut.mutate(db_b.program(t.parent_id).source_text, t.question_id or "",
+                               random.Random(f"1:{t.generation}:{t.slot}:knob"), known={
+                                   p.norm_sha256 for p in db_b.programs("crash")})
+        search.accept_child(t, src, mutator="knob", note=note)
+    del search
+    resumed = Search(db_b, "crash", state_dir=st)
+    rec = run_search(resumed, pool, KnobMutator(resumed.cfg.knobs))
+    assert rec.state == "budget" and fingerprint(db_b, "crash") == fingerprint(db_a, "climb")
+    # another seed takes another path
+    db_c, _ = run_knob(st, "other", knob_config(seed=5, max_generations=3))
+    assert fingerprint(db_c, "other") != fingerprint(db_a, "climb")
+
+
+def test_the_run_stops_on_the_goal_or_on_a_budget(tmp_path_factory: pytest.TempPathFactory) -> None:
+    st = state_dir(tmp_path_factory, "evolve-stop")
+    db, rec = run_knob(st, "goal", knob_config(seed=1, goal_speedup=1.3, max_generations=10))
+    assert rec.state == "goal_met" and "met the goal on the full stage" in (rec.stop_reason or "")
+    winners = [p for p in db.programs("goal") if p.goal_met]
+    assert winners and all(p.fitness_full >= 1.3 for p in winners)
+    db, rec = run_knob(st, "evals", knob_config(seed=1, max_evaluations=5))
+    assert rec.state == "budget" and rec.stop_reason == "evaluation budget spent (5 of 5)"
+    assert sum(e.stage != "compile" for e in db.evaluations("evals")) == 5
+
+
+def test_cli_status_report_export_and_the_exported_file_is_a_candidate(climbed, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                       monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    st, db = climbed
+    monkeypatch.setenv("ATTNQ_STATE", str(st))
+    monkeypatch.chdir(tmp_path)
+    assert main(["evolve", "status", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status[0]["run_id"] == "climb" and status[0]["best"]["stage"] == "full"
+    assert main(["evolve", "report", "--run", "climb", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["lineage"][-1]["id"] == status[0]["best"]["id"] and report["duplicates"]["children"] == 12
+    assert main(["evolve", "report", "--run", "climb"]) == 0
+    text = capsys.readouterr().out
+    assert "## Best per generation" in text and "## Lineage of the best" in text and "knob:TILE" in text
+    assert main(["evolve", "export", "-o", "best.cu"]) == 0
+    best = db.program(status[0]["best"]["id"])
+    assert (tmp_path / "best.cu").read_text() == best.source_text
+    assert main(["evolve", "trace", "-o", "run.jsonl"]) == 0
+    kinds = {json.loads(line)["record"] for line in (tmp_path / "run.jsonl").read_text().splitlines()}
+    assert kinds == {"run", "program", "ticket", "evaluation", "migration"}
+    capsys.readouterr()
+    assert main(["compile", "best.cu", "--json"]) == 0
+    assert main(["verify", "best.cu", "--no-record"]) in (0, 1, 3)  # 3 here: the build passed, no GPU
+    assert main(["evolve", "report", "--run", "nope"]) == 2
+    assert "no evolve run 'nope'" in capsys.readouterr().err
