@@ -1,7 +1,8 @@
 """``attnq`` entry point: argparse with one module per subcommand (see attnq/commands/).
 
 Exit codes: 0 success (for ``verify``: all scenarios correct), 1 verified but incorrect or goal not
-met, 2 error the user can fix (bad input, compile error, policy), 3 no usable GPU.
+met, 2 error the user can fix (bad input, compile error, policy), 3 no usable GPU, 70 a bug in attnq
+(EX_SOFTWARE of sysexits.h: one line on stderr, the traceback in the log).
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from harness.errors import AttnqError
+from harness.errors import AttnqError, internal_error_text
 from harness.logging import configure_logging
+from questions.text import printable
 
+#: Exit code of a crash (a bug of attnq's, not the user's input): EX_SOFTWARE of sysexits.h.
+EXIT_BUG = 70
 #: ``--log-level`` values (case-insensitive).
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 #: Subcommand modules under attnq.commands, in help order.
 COMMANDS = ("compile", "scenarios", "verify", "reflect", "declare", "questions", "trace", "report", "evolve",
-            "export", "peer_test", "serve")
+            "export", "peer_test", "mcp_config", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +65,7 @@ def _fail(args: argparse.Namespace, code: str, message: str, exit_code: int = 2)
     if getattr(args, "json", False):
         print(json.dumps({"error": code, "message": message}, indent=2))
     else:
-        print(f"attnq {args.command}: {message}", file=sys.stderr)
+        print(f"attnq {args.command}: {printable(message)}", file=sys.stderr)
     return exit_code
 
 
@@ -70,7 +74,7 @@ def _report(args: argparse.Namespace, err: AttnqError) -> int:
     if getattr(args, "json", False):
         print(json.dumps(err.to_dict(), indent=2))
     else:
-        print(f"attnq {args.command}: {err.message}", file=sys.stderr)
+        print(f"attnq {args.command}: {printable(err.message)}", file=sys.stderr)  # it may quote the input
         for diag in err.details.get("diagnostics", [])[:10]:
             where = ":".join(str(x) for x in (diag.get("file"), diag.get("line"), diag.get("column")) if x is not None)
             print(f"  {where}: {diag.get('severity', 'error')}: {diag.get('message')}", file=sys.stderr)
@@ -105,6 +109,12 @@ def _run(args: argparse.Namespace) -> int:
         if isinstance(err, FileExistsError) and where and not os.path.isdir(where):
             text = "exists and is not a directory"
         return _fail(args, "input_error", f"{text}: {where}" if where != "" else text)
+    except Exception as err:  # noqa: BLE001 - a bug of ours: one line and EX_SOFTWARE; the traceback goes to the log
+        from harness.logging import get_logger
+
+        get_logger("attnq.cli").exception("command_crashed", command=args.command)
+        text = internal_error_text(f"attnq {args.command}", err).removeprefix("[internal_error] ")
+        return _fail(args, "internal_error", text.replace("the server log", "the log (stderr)"), EXIT_BUG)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -135,17 +135,17 @@ def _program_lines(label: str, b: ProgramBrief) -> list[str]:
 
 def render_brief(brief: MutationBrief) -> str:
     """The brief as text for a model: the task, the question, the programs, the sources (fenced)."""
-    lines = [f"# attnq evolve: mutation brief (run {brief.run_id}, generation {brief.generation}, "
-             f"ticket {brief.ticket_id})", "",
-             "You are the mutation operator of an evolutionary search over one CUDA attention forward kernel "
+    lines = [(f"# attnq evolve: mutation brief (run {brief.run_id}, generation {brief.generation}, "
+             f"ticket {brief.ticket_id})"), "",
+             ("You are the mutation operator of an evolutionary search over one CUDA attention forward kernel "
              "(attnq's ABI: it includes attn_abi.h and exports extern \"C\" int attn_fwd(const attn_fwd_params*, "
              "cudaStream_t)). Write ONE complete child program: the parent with the change that answering the "
              "question below leads you to. It is compiled, checked on every scenario and timed against the "
-             "original kernel. Answer with the complete .cu source only.", ""]
+             "original kernel. Answer with the complete .cu source only."), ""]
     if brief.arm == "question" and brief.question:
         lines += [f"## Question ({brief.layer}, {brief.question_id})", "", brief.question, "",
-                  "Answer it from the numbers below (or by reasoning about the source), then make the change "
-                  "the answer calls for.", ""]
+                  ("Answer it from the numbers below (or by reasoning about the source), then make the change "
+                  "the answer calls for."), ""]
     elif brief.arm == "plain":
         lines += ["## Instruction", "", PLAIN_INSTRUCTION, ""]
     lines += ["## Parent", "", *_program_lines("Program A, the parent", brief.parent)]

@@ -273,8 +273,8 @@ def render_status(st: RunStatus) -> str:
     lines = [f"evolve run {st.run_id} (campaign {st.campaign_id}): {st.state}"
              + (f" — {st.stop_reason}" if st.stop_reason else ""),
              f"  arm {st.arm}, mutator {st.mutator}, evaluator {st.evaluator}; generation {st.generation}",
-             f"  programs {st.programs}: {st.correct} correct, {st.failed} failed, {st.rejected} rejected as "
-             f"duplicates, {st.pending} pending; open tickets {st.tickets_open}",
+             (f"  programs {st.programs}: {st.correct} correct, {st.failed} failed, {st.rejected} rejected as "
+             f"duplicates, {st.pending} pending; open tickets {st.tickets_open}"),
              f"  evaluations {dict(sorted(st.evaluations.items()))}; GPU {st.gpu_hours:.4f} h; wall {st.elapsed_s:.0f} s"
              + (f"; {st.evaluations_per_hour:.0f} evaluations/h" if st.evaluations_per_hour else "")
              + (f"; {st.gpu_s_per_evaluation:.1f} GPU s/evaluation" if st.gpu_s_per_evaluation else "")]

@@ -287,7 +287,6 @@ class Runner:
         from harness.exactness import exactness_failure
         from harness.reference import attention_reference
 
-        torch = self.torch
         worst: ErrorStats | None = None
         bounds: dict[str, TimedBounds] = {}
         first: tuple | None = None
@@ -389,11 +388,11 @@ class Runner:
             self.dev.flush()  # the same preamble as the candidate's call (A/A: like with like)
             self.dev.sync()  # nothing of the checker's runs beside the original's timed call
             ro = self._result(self.orig.timed_call(p_o), "original")
-            for name in t_a:
+            for name, times in t_a.items():
                 fn = anchors.runner(name, bufs_o, draw.layout)
                 if fn is not None:
-                    t_a[name].append(self.dev.timed(fn, ANCHOR_HOST_COVER_CYCLES)[0])
-                    gpu_ms += t_a[name][-1]
+                    times.append(self.dev.timed(fn, ANCHOR_HOST_COVER_CYCLES)[0])
+                    gpu_ms += times[-1]
             rows = sample_rows(sc.batch, sc.num_heads_q, sc.seqlen_q, ROW_PAIRS, ROWS_PER_PAIR, gen, self.device)
             t_ref = time.perf_counter()
             o_ref, lse_ref = attention_reference_rows(bufs_o.q, bufs_o.k, bufs_o.v, rows.batch_idx, rows.head_idx,

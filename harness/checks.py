@@ -13,7 +13,6 @@ import torch
 
 from harness.verdict import CHECKS  # noqa: F401  (re-exported: the named checks)
 
-
 #: NaN payloads used as poison; a kernel that computes NaN produces the canonical NaN, not these.
 POISON_BITS = {torch.bfloat16: 0x7FA5, torch.float16: 0x7D5A, torch.float32: 0x7FA5A5A5}
 
@@ -208,12 +207,12 @@ def judge_timed_sample(values: list[float], n: int, tol: TimedBounds,
     lim_l = max(tol.tol_lse, 2 * r_l_orig + FLOOR_LSE * max(1.0, ref_l))
     if not (r_o <= lim_o and r_l <= lim_l):
         return ("timed_output_wrong", "timed_output",
-                f"timed call {n}, sampled rows against the fp32 reference: max|o - ref| = {r_o:.3g} (tolerance "
-                f"{lim_o:.3g}), max|lse - ref| = {r_l:.3g} (tolerance {lim_l:.3g}): the checked calls' rule")
+                (f"timed call {n}, sampled rows against the fp32 reference: max|o - ref| = {r_o:.3g} (tolerance "
+                 f"{lim_o:.3g}), max|lse - ref| = {r_l:.3g} (tolerance {lim_l:.3g}): the checked calls' rule"))
     if not repeat_same:
         return ("nondeterministic", "determinism",
-                f"timed call {n} repeated draw 0's inputs (reordered) and did not reproduce its bits: a race "
-                "(missing barrier, unordered atomics?)")
+                (f"timed call {n} repeated draw 0's inputs (reordered) and did not reproduce its bits: a race "
+                 "(missing barrier, unordered atomics?)"))
     return None
 
 

@@ -18,8 +18,8 @@ import json
 import os
 import re
 import secrets
-import signal
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from harness import ABI_HEADER, KERNELS_DIR
 from harness.abi import ABI_VERSION
+from harness.build_dir import check_nvcc_path, sweep_stale_builds
 from harness.errors import AbiError, CompileError, InputError, ToolchainError
 from harness.logging import get_logger
 from harness.policy import (
@@ -42,14 +43,22 @@ from harness.policy import (
     policy_fingerprint,
     raise_violations,
     run_tool,
-    scan_preprocessed,
     scan_driver_entry_points,
+    scan_preprocessed,
     scan_source_includes,
 )
 from harness.sass import SassMix, demangle, parse_ptxas, sass_mixes
 
-__all__ = ["CompileResult", "Diagnostic", "KernelFacts", "SassMix", "compile_kernel", "nvcc_flags",
-           "parse_diagnostics", "find_nvcc"]
+__all__ = [
+    "CompileResult",
+    "Diagnostic",
+    "KernelFacts",
+    "SassMix",
+    "compile_kernel",
+    "find_nvcc",
+    "nvcc_flags",
+    "parse_diagnostics",
+]
 
 log = get_logger(__name__)
 
@@ -163,7 +172,8 @@ def nvcc_version(nvcc: str, cache_dir: Path | None = None) -> str:
             known = {}
     if stamp not in known:
         try:
-            proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60, check=False)
+            proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, encoding="utf-8",
+                                  errors="replace", timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ToolchainError(f"`{nvcc} --version` failed: {exc}") from None
         lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
@@ -214,12 +224,13 @@ def parse_diagnostics(text: str) -> list[Diagnostic]:
     errors: list[Diagnostic] = []
     warnings: list[Diagnostic] = []
     seen: set[tuple] = set()
-    for raw in text.splitlines():
+    lines = text.splitlines()
+    for i, raw in enumerate(lines):
         line = raw.rstrip()
         d = None
         if m := _CUDAFE_RE.match(line):
             d = Diagnostic(file=m["file"], line=int(m["line"]), severity="warning" if m["sev"] == "warning" else "error",
-                           message=m["msg"].strip())
+                           message=m["msg"].strip(), column=_caret_column(lines[i + 1:i + 3]))
         elif m := _GCC_RE.match(line):
             d = Diagnostic(file=m["file"], line=int(m["line"]), column=int(m["col"]) if m["col"] else None,
                            severity="warning" if m["sev"] == "warning" else "error", message=m["msg"].strip())
@@ -233,6 +244,20 @@ def parse_diagnostics(text: str) -> list[Diagnostic]:
             seen.add(key)
             (errors if d.severity == "error" else warnings).append(d)
     return errors + warnings
+
+
+_CARET_RE = re.compile(r"^ *\^\s*$")
+
+
+def _caret_column(following: list[str]) -> int | None:
+    """The 1-based column of a cudafe diagnostic from the two lines after it, or None.
+
+    cudafe prints the offending source line indented by two spaces (a tab shown as one space) and,
+    under it, a caret at the column: ``  int y = undefined_thing;`` / ``          ^``.
+    """
+    if len(following) == 2 and following[0].startswith("  ") and _CARET_RE.match(following[1]):
+        return max(1, following[1].index("^") - 1)
+    return None
 
 
 _ABI_ERROR_MARK = "ABI version does not match"
@@ -288,9 +313,12 @@ def _read_source(path: str | Path) -> tuple[Path, bytes]:
     size = p.stat().st_size
     if size > MAX_SOURCE_BYTES:
         raise InputError(f"{path}: {size} bytes is larger than the {MAX_SOURCE_BYTES} byte (1 MiB) limit")
+    check_nvcc_path(p.resolve(), "the candidate")
     data = p.read_bytes()
     if not data.strip():
         raise InputError(f"{path}: the file is empty")
+    if b"\0" in data:
+        raise InputError(f"{path}: contains NUL bytes, so it is not CUDA source text (a binary file?)")
     return p.resolve(), data
 
 
@@ -369,8 +397,10 @@ def _owned_predicate(nvcc: str) -> Callable[[str], bool]:
 def _run_nvcc(argv: list[str], timeout_s: float, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run nvcc in its own process group; on timeout kill the group (cicc/ptxas too) -> CompileError."""
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
-                                start_new_session=True)
+        # nvcc echoes the candidate's bytes (preprocessed output, diagnostics quoting a source line), which
+        # need not be UTF-8 (a Latin-1 string literal is valid C++): undecodable bytes become U+FFFD
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                                errors="replace", cwd=cwd, start_new_session=True)
     except OSError as exc:
         raise ToolchainError(f"cannot run nvcc ({argv[0]}): {exc}") from None
     try:
@@ -418,6 +448,7 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
 
         cache_dir = Settings().state_dir / "build"
     cache_dir = Path(cache_dir).resolve()
+    check_nvcc_path(cache_dir, "the build cache")
     nvcc = find_nvcc()
     version = nvcc_version(nvcc, cache_dir)
     flags = nvcc_flags(arch)
@@ -440,6 +471,7 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
         raise_violations(scan_preprocessed(pre.stdout, owned) + scan_driver_entry_points(pre.stdout, owned))
 
     cache_dir.mkdir(parents=True, exist_ok=True)
+    sweep_stale_builds(cache_dir)
     tmp = cache_dir / f".tmp-{key[:16]}-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
     try:

@@ -20,13 +20,16 @@ class Settings(BaseSettings):
     gpu: int = Field(default=0, ge=0, description="CUDA device index used by verification")
     suite: str = Field(default="quick", description="default suite: quick, full, production or a suite file")
     arch: str = Field(default="sm_90a", description="default nvcc target arch")
-    goal_speedup: float = Field(default=1.0, gt=0, description="goal: all correct and geomean vs original >= this")
+    goal_speedup: float = Field(default=1.0, gt=0, allow_inf_nan=False,
+                                description="goal: all correct and geomean vs original >= this")
     goal_anchor: str | None = Field(default=None, description="optional anchor the goal is measured against "
                                     "(cudnn|flash|fa3; fa3 needs FlashAttention-3's flash_attn_interface)")
     stall_window: int = Field(default=4, ge=2, description="stall: best not improved over this many verified attempts")
-    stall_min_gain: float = Field(default=0.01, ge=0, description="stall: relative gain that counts as improvement")
+    stall_min_gain: float = Field(default=0.01, ge=0, allow_inf_nan=False,
+                                  description="stall: relative gain that counts as improvement")
     stall_failures: int = Field(default=3, ge=1, description="stall: this many consecutive failed attempts")
-    suspicious_jump: float = Field(default=1.3, gt=1, description="suspicious_win: jump over previous best in one step")
+    suspicious_jump: float = Field(default=1.3, gt=1, allow_inf_nan=False,
+                                   description="suspicious_win: jump over previous best in one step")
     bank_paths: list[Path] = Field(default_factory=list, description="extra question banks (team, personal), in order")
     hbm_tbps: float | None = Field(default=None, gt=0, description="HBM bandwidth for the memory roof, TB/s "
                                    "(default: the measured H200 figure, harness/roofline.py)")

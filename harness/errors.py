@@ -91,3 +91,14 @@ class QuestionBankError(AttnqError):
     """A question bank file is malformed or a question is invalid."""
 
     code = "bank_error"
+
+
+def internal_error_text(what: str, exc: BaseException) -> str:
+    """``[internal_error] <what> failed: <Type>: <message>; ...`` for an exception that is a bug of attnq's.
+
+    The one wording of a crash on both edges (MCP tool errors, verification jobs); never empty and never a
+    traceback (that goes to the log, see harness.logging).
+    """
+    text = " ".join(str(exc).split())[:300] or "(no message)"
+    return (f"[internal_error] {what} failed: {type(exc).__name__}: {text}; this is a bug in attnq, not in your "
+            "input: the server log has the traceback")

@@ -158,7 +158,8 @@ class Launcher:
     def handle(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         op = msg.get("op")
         if op == "load":
-            data_hash = hashlib.sha256(open(msg["path"], "rb").read()).hexdigest()
+            with open(msg["path"], "rb") as fh:
+                data_hash = hashlib.sha256(fh.read()).hexdigest()
             if msg.get("sha256") and data_hash != msg["sha256"]:
                 raise ValueError(f"{msg['path']} changed since it was compiled (sha256 {data_hash[:12]})")
             before = self.guard_count()

@@ -34,6 +34,9 @@ def configure_logging(level: str | None = None, path: str | None = None) -> None
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            # log.exception(...) / exc_info=True: the traceback as text under "exception" (without this
+            # processor the JSON says only "exc_info": true)
+            structlog.processors.format_exc_info,
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, name, logging.WARNING)),

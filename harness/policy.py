@@ -343,7 +343,8 @@ def run_tool(args: list[str], timeout_s: float = 60.0) -> str:
     """Run a binutils command, return stdout. Raises ToolchainError when it is missing or fails."""
     exe = _tool(args[0])
     try:
-        proc = subprocess.run([exe, *args[1:]], capture_output=True, text=True, timeout=timeout_s, check=False)
+        proc = subprocess.run([exe, *args[1:]], capture_output=True, text=True, encoding="utf-8", errors="replace",
+                              timeout=timeout_s, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ToolchainError(f"`{' '.join(args)}` failed: {exc}") from None
     if proc.returncode != 0:

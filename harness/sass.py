@@ -152,7 +152,7 @@ def sass_mixes(library: Path, nvcc: str | None = None, timeout_s: float = 120.0)
         return None
     try:
         proc = subprocess.run([exe, "--dump-sass", str(library)], capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
+                              encoding="utf-8", errors="replace", timeout=timeout_s, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.warning("cuobjdump_failed", error=str(exc))
         return None
@@ -169,7 +169,7 @@ def demangle(names: list[str]) -> dict[str, str]:
         return {n: n for n in names}
     try:
         proc = subprocess.run([exe], input="\n".join(names) + "\n", capture_output=True, text=True,
-                              timeout=30, check=False)
+                              encoding="utf-8", errors="replace", timeout=30, check=False)
         out = proc.stdout.splitlines()
     except (OSError, subprocess.TimeoutExpired):
         out = []

@@ -289,6 +289,9 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
                            "change it or drop it")
             scenarios.append(sc)
     inc = data.get("include")
+    if inc is not None and not (isinstance(inc, dict) and isinstance(inc.get("suite", ""), str)
+                                and all(isinstance(inc.get(k, []), list) for k in ("ids", "groups"))):
+        raise InputError(f"suite {path.name}: include must be a table {{ suite = NAME, ids = [...], groups = [...] }}")
     if inc:
         for key in inc:
             if key not in ("suite", "ids", "groups"):

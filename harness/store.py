@@ -22,14 +22,20 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, Field
 
 from harness.errors import InputError, StoreError
 from harness.logging import get_logger
+from harness.store_human import (
+    HumanQuestionRecord,  # noqa: F401  (re-exported: questions.human uses it)
+    HumanQuestionTables,
+    utc_now,
+)
+from harness.store_human import dump_json as _dump
+from harness.store_human import load_json as _load
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,14 +98,16 @@ CREATE TABLE IF NOT EXISTS human_questions (
     text TEXT NOT NULL, normalized TEXT NOT NULL, triggers_json TEXT NOT NULL, layer TEXT);
 CREATE TABLE IF NOT EXISTS promoted_questions (
     question_id TEXT PRIMARY KEY, updated_at TEXT NOT NULL, question_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS demoted_questions (
+    question_id TEXT PRIMARY KEY, demoted_at TEXT NOT NULL, reason TEXT NOT NULL, question_json TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS attempts_campaign ON attempts (campaign_id, seq);
 CREATE INDEX IF NOT EXISTS questions_campaign ON questions_asked (campaign_id, id);
 """
 
 
-def utc_now() -> str:
-    """Current time, ISO 8601 UTC with microseconds (``2026-11-30T04:17:22.123456+00:00``)."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+def _not_unicode() -> InputError:
+    return InputError("the text holds characters that are not valid Unicode (bytes that are not UTF-8, passed "
+                      "through a command line?); the store keeps UTF-8 text only")
 
 
 class AttemptRecord(BaseModel):
@@ -179,18 +187,6 @@ class EventRecord(BaseModel):
     duration_s: float | None = None
 
 
-class HumanQuestionRecord(BaseModel):
-    """A question a person asked during a campaign (candidate for promotion into the bank)."""
-
-    id: int
-    campaign_id: str
-    created_at: str
-    text: str
-    normalized: str
-    triggers: list[str] = Field(default_factory=list)
-    layer: str | None = None
-
-
 class CampaignInfo(BaseModel):
     """A campaign and its record counts."""
 
@@ -201,14 +197,6 @@ class CampaignInfo(BaseModel):
     questions: int
     claims: int
     events: int
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-def _load(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
 
 
 def _model_json(obj: Any) -> dict[str, Any] | None:
@@ -233,7 +221,7 @@ def _status_of(verdict: Verdict | None, error: dict[str, Any] | None, compiled: 
     raise StoreError("an attempt needs a compile result, a verdict or an error")
 
 
-class CampaignStore:
+class CampaignStore(HumanQuestionTables):
     """Handle on ``campaign.sqlite``. Thread-safe (one connection behind a lock); use as a context manager.
 
     Args:
@@ -304,6 +292,8 @@ class CampaignStore:
                 return [dict(zip(names, row)) for row in cur.fetchall()]
             except sqlite3.Error as exc:
                 raise StoreError(f"campaign store read failed: {exc}") from exc
+            except UnicodeEncodeError:
+                raise _not_unicode() from None
 
     def _write(self, fn: Any) -> Any:
         try:
@@ -311,6 +301,8 @@ class CampaignStore:
                 return fn(cur)
         except sqlite3.Error as exc:
             raise StoreError(f"campaign store write failed: {exc}") from exc
+        except UnicodeEncodeError:  # a lone surrogate: what Python makes of non-UTF-8 bytes in argv
+            raise _not_unicode() from None
 
     def _cid(self, campaign_id: str | None) -> str:
         return self.campaign_id if campaign_id is None else validate_campaign_id(campaign_id)
@@ -324,7 +316,7 @@ class CampaignStore:
         with self._lock:
             self._conn.close()
 
-    def __enter__(self) -> CampaignStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -420,7 +412,7 @@ class CampaignStore:
                      s.candidate.median_ms if s.candidate else None))
             return aid, int(seq)
 
-        aid, seq = self._write(write)
+        _, seq = self._write(write)
         log.info("attempt_recorded", campaign=cid, seq=seq, status=status)
         return self.attempt(seq, cid)
 
@@ -547,38 +539,3 @@ class CampaignStore:
         """The campaign's tool-call events, oldest first."""
         rows = self._query("SELECT * FROM events WHERE campaign_id = ? ORDER BY id", (self._cid(campaign_id),))
         return [self._event_from_row(r) for r in rows]
-
-    # -- human questions and promotion --------------------------------------------------------
-    def record_human_question(self, text: str, normalized: str, *, triggers: list[str], layer: str | None,
-                              campaign_id: str | None = None) -> HumanQuestionRecord:
-        """Record a question a person asked (``normalized``: the text as compared for promotion)."""
-        cid = self._cid(campaign_id)
-        now = utc_now()
-
-        def write(cur: sqlite3.Cursor) -> int:
-            cur.execute("INSERT OR IGNORE INTO campaigns VALUES (?, ?)", (cid, now))
-            cur.execute("INSERT INTO human_questions (campaign_id, created_at, text, normalized, triggers_json, layer)"
-                        " VALUES (?,?,?,?,?,?)", (cid, now, text, normalized, _dump(list(triggers)), layer))
-            return int(cur.lastrowid or 0)
-
-        hid = self._write(write)
-        return next(h for h in self.human_questions() if h.id == hid)
-
-    def human_questions(self) -> list[HumanQuestionRecord]:
-        """Every question people asked, in every campaign, oldest first."""
-        return [HumanQuestionRecord(id=r["id"], campaign_id=r["campaign_id"], created_at=r["created_at"],
-                                    text=r["text"], normalized=r["normalized"], triggers=_load(r["triggers_json"]),
-                                    layer=r["layer"])
-                for r in self._query("SELECT * FROM human_questions ORDER BY id")]
-
-    def save_promoted(self, question: dict[str, Any]) -> None:
-        """Insert or replace a promoted question (a ``questions.bank.Question`` as a dict; key ``id``)."""
-        if not question.get("id"):
-            raise StoreError("a promoted question needs an id")
-        self._write(lambda cur: cur.execute("INSERT OR REPLACE INTO promoted_questions VALUES (?,?,?)",
-                                            (question["id"], utc_now(), _dump(question))))
-
-    def promoted(self) -> list[dict[str, Any]]:
-        """Promoted questions as dicts, by id."""
-        return [_load(r["question_json"]) for r in
-                self._query("SELECT question_json FROM promoted_questions ORDER BY question_id")]

@@ -32,7 +32,7 @@ from harness import ORIGINAL_KERNEL, ORIGINAL_SOURCE_SHA256, REPO_ROOT
 from harness.anchors import AnchorName, require_anchors
 from harness.compile import compile_kernel
 from harness.config import Settings
-from harness.errors import NoGpuError, VerifyError
+from harness.errors import InputError, NoGpuError, VerifyError
 from harness.guard import build_entry_guard
 from harness.logging import get_logger
 from harness.memory import device_total_bytes, refusal
@@ -73,7 +73,7 @@ class VerifyOptions(BaseModel):
     repeats: int = Field(default=3, ge=1, le=10, description="determinism repeats of draw 0 at random places among "
                          "the timed calls (reordered values, bitwise comparison)")
     load_timeout_s: float = Field(default=20.0, gt=0, description="limit for loading each library (constructors)")
-    goal_speedup: float = Field(default=1.0, gt=0, description="goal: geomean speedup >= this")
+    goal_speedup: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="goal: geomean speedup >= this")
     goal_against: Literal["original", "cudnn", "flash", "fa3"] = Field(default="original")
     goal_suite: str = Field(default="full", description="the goal is judged only on a complete run of this suite")
     scenario_ids: list[str] | None = Field(default=None, description="run only these ids of the suite")
@@ -369,8 +369,8 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
     Raises:
         InputError, ToolchainError, CompileError, PolicyError, AbiError: from compiling (see compile_kernel).
         NoGpuError: no GPU that runs the build's arch (after compiling).
-        VerifyError: the run could not start (worker failed to load, GPU lock timeout, bad suite).
-        AnchorUnavailableError: an anchor (or goal_against) that cannot be timed here (fa3 not importable).
+        InputError: a scenario id that is not in the suite, a bad suite.
+        VerifyError: the run could not start (worker failed to load, GPU lock timeout).
     Per-scenario failures (wrong output, crash, hang, ...) are in the Verdict, not raised.
     """
     options = options or VerifyOptions()
@@ -383,7 +383,7 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
         known = {s.id for s in scenarios}
         missing = [i for i in options.scenario_ids if i not in known]
         if missing:
-            raise VerifyError(f"scenario ids not in suite {suite.name}: {missing[:5]}")
+            raise InputError(f"scenario ids not in suite {suite.name}: {missing[:5]}")
         scenarios = [s for s in scenarios if s.id in set(options.scenario_ids)]
     check_original_source()
     sanitizer = find_compute_sanitizer() if options.sanitize else None  # missing tool: an error before any work

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from harness.config import Settings
-from harness.errors import AttnqError
+from harness.errors import AttnqError, InputError
 from mcp_server.jobs import Limits
 
 #: flag destination -> Settings field
@@ -91,6 +91,25 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(**overrides)
 
 
+def check_settings(settings: Settings) -> None:
+    """Refuse, before serving, settings the tools would only trip over later.
+
+    Raises:
+        InputError: the workspace is not an existing directory; the default suite is neither a built-in
+            suite nor a valid suite file inside the workspace (load_suite's own message).
+    """
+    from harness.scenarios import list_suites, load_suite
+
+    ws = settings.workspace
+    if not ws.is_dir():
+        raise InputError(f"workspace {ws} {'is not a directory' if ws.exists() else 'does not exist'}: "
+                         "create it first or fix the path")
+    name = settings.suite.strip()
+    if name not in list_suites() and ("/" in name or "\\" in name or name.endswith(".toml")):
+        name = str(settings.resolve_in_workspace(name))
+    load_suite(name)
+
+
 def serve_from_args(args: argparse.Namespace) -> int:
     """Run the server as the parsed flags say; returns an exit code (2 on a usable error)."""
     from mcp_server.transport import configure_server_logging, run_http, run_stdio
@@ -101,6 +120,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
     from harness.anchors import require_anchors
 
     require_anchors([settings.goal_anchor or "original"])  # AnchorUnavailableError (exit 2) before serving
+    check_settings(settings)  # a typo in --workspace or --suite fails now, not at the first verify_kernel
     load_bank(settings=settings)  # QuestionBankError (exit 2) on a missing or bad --bank, before serving
     limits = Limits(inline_s=args.max_call_s, heartbeat_s=args.heartbeat_s)
     if args.http:

@@ -2,8 +2,8 @@
 
 Every tool body is wrapped by :func:`tool_edge`: an :class:`harness.errors.AttnqError` becomes a
 ``ToolError`` whose text is the error's plain message (plus compiler diagnostics, one per line) —
-never a traceback; any other exception is left to the SDK, which answers ``Error executing tool
-<name>`` and logs the traceback on stderr. Each call (name, arguments, outcome, duration) is handed
+never a traceback; any other exception (a bug of ours) becomes ``[internal_error] <tool> failed:
+<Type>: <message>`` and its traceback goes to the server log. Each call (name, arguments, outcome, duration) is handed
 to an event sink, which records it in the campaign store once one exists.
 """
 
@@ -18,8 +18,9 @@ from typing import Any, ParamSpec, TypeVar
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import ValidationError
 
-from harness.errors import AttnqError
+from harness.errors import AttnqError, internal_error_text
 from harness.logging import get_logger
+from questions.text import printable
 
 log = get_logger("attnq.mcp")
 
@@ -38,7 +39,8 @@ def format_error(err: AttnqError | dict[str, Any]) -> str:
     Takes the error or its ``to_dict()`` form (what a verification job keeps).
     """
     data = err.to_dict() if isinstance(err, AttnqError) else err
-    lines = [f"[{data.get('error', 'error')}] {data.get('message', '')}"]
+    # printable(): a message may quote the caller's input (a path, a name) with control characters in it
+    lines = [f"[{data.get('error', 'error')}] {printable(str(data.get('message', '')))}"]
     diags = data.get("diagnostics") or []
     for diag in diags[:MAX_DIAGNOSTICS]:
         if isinstance(diag, dict):
@@ -94,6 +96,33 @@ def plain_argument_errors(server: Any) -> None:
     server.call_tool = call_tool
 
 
+def plain_prompt_errors(server: Any) -> None:
+    """Make ``prompts/get`` with an unknown name or bad arguments answer INVALID_PARAMS with a plain message
+    (``unknown prompt 'x'; prompts: start_campaign``) instead of the SDK's ``Internal server error``.
+
+    The SDK raises ValueError for both, which its dispatcher maps to INTERNAL_ERROR; this wraps
+    ``server.get_prompt`` (looked up per request by the SDK's handler) like :func:`plain_argument_errors`.
+    """
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    inner = server.get_prompt
+
+    async def get_prompt(name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        names = [p.name for p in await server.list_prompts()]
+        if name not in names:
+            shown = name if len(name) <= 80 else name[:80] + "..."
+            raise MCPError(INVALID_PARAMS, f"unknown prompt {shown!r}; prompts: {', '.join(names) or 'none'}")
+        try:
+            return await inner(name, arguments, context)
+        except MCPError:
+            raise
+        except ValueError as exc:
+            raise MCPError(INVALID_PARAMS, f"prompt {name}: {exc}") from None
+
+    server.get_prompt = get_prompt
+
+
 def _summarize(args: dict[str, Any]) -> dict[str, Any]:
     """Arguments as recorded in an event: strings cut to 500 characters, no Context objects."""
     out: dict[str, Any] = {}
@@ -127,7 +156,12 @@ def tool_edge(name: str, sink: Callable[[], EventSink | None]) -> Callable[[Call
             except ToolError as err:
                 outcome, details = "tool_error", {"message": str(err)}
                 raise
-            except BaseException as exc:
+            except Exception as exc:  # a bug of ours: the client gets a code and a message, the log the traceback
+                outcome = "internal_error"
+                details = {"message": f"{type(exc).__name__}: {exc}"[:500]}
+                log.exception("tool_crashed", tool=name)
+                raise ToolError(internal_error_text(name, exc)) from None
+            except BaseException as exc:  # cancellation, interpreter exit: not ours to answer
                 outcome = "cancelled" if "Cancel" in type(exc).__name__ else "internal_error"
                 raise
             finally:

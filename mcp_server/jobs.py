@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from harness.errors import AttnqError
+from harness.errors import AttnqError, internal_error_text
 from harness.logging import get_logger
 from harness.verdict import ScenarioResult, Verdict
 from mcp_server.models import JobState, JobStatus
@@ -184,11 +184,10 @@ class JobManager:
         except AttnqError as err:
             error = err.to_dict()
             log.info("job_failed", job_id=job.job_id, error=err.code)
-        except BaseException:  # noqa: BLE001 - a crash must end the job, never hang a poller
+        except BaseException as exc:  # noqa: BLE001 - a crash must end the job, never hang a poller
             log.exception("job_crashed", job_id=job.job_id)
-            job._finish("failed", error={"error": "internal_error",
-                                         "message": "verification crashed; the server log has the details"},
-                        message="verification crashed")
+            text = internal_error_text("verification", exc).removeprefix("[internal_error] ")
+            job._finish("failed", error={"error": "internal_error", "message": text}, message=text)
             return
         question = None
         if on_finish is not None and not job.cancel.is_set():

@@ -90,7 +90,8 @@ class TaskInfo(BaseModel):
                                       "whether each can be timed here")
     original_kernel: str = Field(description="path of the original kernel (relative to the workspace when inside it)")
     original_kernel_uri: str
-    best: BestAttempt | None = Field(default=None, description="best attempt so far; None before any verification")
+    best: BestAttempt | None = Field(default=None, description="best verified attempt so far (correct, highest "
+                                     "geomean; the same as campaign_status.best); None until one exists")
     workflow: list[str] = Field(description="the loop the server expects: edit, compile, verify, reflect, declare")
     notes: list[str] = Field(default_factory=list, description="what is not available on this machine, if anything")
 

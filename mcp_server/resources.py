@@ -107,7 +107,7 @@ def register_resources(server: MCPServer, state: ServerState) -> None:
         suite_name = suite or state.settings.suite
         return f"""You are optimizing a CUDA attention forward kernel for NVIDIA H100/H200 (sm_90a) with the attnq tools.
 
-Goal: {g.text}, on the `{suite_name}` suite (the lead confirms on `full`).
+Goal: {g.text}. Verify on the `{suite_name}` suite while you iterate.
 
 1. Call get_task. Read the ABI (resource {ABI_URI}) and the rules; they are enforced.
 2. Work on ONE file: {target}. Never edit the original.

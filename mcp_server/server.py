@@ -31,7 +31,7 @@ from harness.anchors import AnchorName, require_anchors
 from harness.config import Settings
 from harness.errors import InputError
 from harness.logging import get_logger
-from mcp_server.edge import format_error, plain_argument_errors, tool_edge
+from mcp_server.edge import format_error, plain_argument_errors, plain_prompt_errors, tool_edge
 from mcp_server.jobs import Job, Limits
 from mcp_server.models import CancelResult, JobStatus, TaskInfo
 from mcp_server.state import ServerState, need
@@ -66,7 +66,7 @@ PathArg = Annotated[str, Field(description="path of the candidate .cu file, rela
                                            "inside it); the original kernel's path from get_task is also accepted")]
 
 
-def _resolve_suite(state: ServerState, suite: str | None) -> str:
+def _resolve_suite(state: ServerState, suite: str | None, scenario_ids: list[str] | None = None) -> str:
     """A built-in suite name as is, else a suite .toml inside the workspace; validated by load_suite.
 
     A value that is not a path (no ``/`` and no ``.toml`` suffix) is a suite name: an unknown one gets
@@ -78,7 +78,12 @@ def _resolve_suite(state: ServerState, suite: str | None) -> str:
     looks_like_path = "/" in name or "\\" in name or name.endswith(".toml")
     if name not in scenarios.list_suites() and looks_like_path:
         name = str(state.resolve_file(name, suffix=".toml"))
-    scenarios.load_suite(name)  # InputError on a bad suite, before any work starts
+    loaded = scenarios.load_suite(name)  # InputError on a bad suite, before any work starts
+    unknown = [i for i in scenario_ids or [] if i not in set(loaded.ids())]
+    if unknown:  # bad input, not an attempt: refused before a job (and an attempt record) exists
+        raise InputError(f"scenario ids not in suite {loaded.name}: {unknown[:5]}; the suite's ids are in the "
+                         f"resource attnq://suites/{loaded.name}" if name in scenarios.list_suites() else
+                         f"scenario ids not in suite {loaded.name}: {unknown[:5]}")
     return name
 
 
@@ -255,7 +260,7 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
         Errors (compile, policy, no GPU) come back as a tool error with a plain message."""
         full = state.resolve_file(path)
         require_anchors([*anchors, settings.goal_anchor or "original"])  # fa3 absent: a plain tool error
-        suite_name = await anyio.to_thread.run_sync(_resolve_suite, state, suite)
+        suite_name = await anyio.to_thread.run_sync(_resolve_suite, state, suite, scenario_ids)
         hv = need("harness.verify")
         options = hv.VerifyOptions(
             suite=suite_name, anchors=list(anchors), arch=settings.arch, gpu=settings.gpu,
@@ -362,6 +367,7 @@ def build_server(settings: Settings | None = None, *, limits: Limits | None = No
     register_resources(server, state)
     register_report_tools(server, state, edge=functools.partial(tool_edge, sink=lambda: state.record_event))
     plain_argument_errors(server)
+    plain_prompt_errors(server)
     server.attnq_state = state  # type: ignore[attr-defined]
     return server
 

@@ -44,6 +44,11 @@ def have(module: str) -> bool:
         return False
 
 
+def _short(path: str, limit: int = 200) -> str:
+    """``path`` for an error message: at most ``limit`` characters (a 5000-character name stays readable)."""
+    return path if len(path) <= limit else f"{path[:limit // 2]}...{path[-limit // 2:]} ({len(path)} characters)"
+
+
 class ServerState:
     """What every tool shares. One per MCP server instance (and so per server process)."""
 
@@ -70,16 +75,23 @@ class ServerState:
         """
         if not path or not path.strip():
             raise InputError("path is empty: give a .cu file inside the workspace")
-        given = Path(path.strip()).expanduser()
-        if (given if given.is_absolute() else self.workspace / given).resolve() == ORIGINAL_KERNEL.resolve():
-            return ORIGINAL_KERNEL.resolve()  # the original kernel is readable wherever it lives
-        full = self.settings.resolve_in_workspace(path.strip())
-        if not full.exists():
-            raise InputError(f"{path}: no such file in the workspace {self.workspace}")
-        if not full.is_file():
-            raise InputError(f"{path} is not a file")
+        if "\0" in path:
+            raise InputError("path contains a NUL character")
+        try:
+            given = Path(path.strip()).expanduser()
+            if (given if given.is_absolute() else self.workspace / given).resolve() == ORIGINAL_KERNEL.resolve():
+                return ORIGINAL_KERNEL.resolve()  # the original kernel is readable wherever it lives
+            full = self.settings.resolve_in_workspace(path.strip())
+            exists, is_file = full.exists(), full.is_file()
+        except (OSError, RuntimeError, ValueError) as exc:  # name too long, symlink loop, bad characters
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise InputError(f"{_short(path)}: unusable path ({reason})") from None
+        if not exists:
+            raise InputError(f"{_short(path)}: no such file in the workspace {self.workspace}")
+        if not is_file:
+            raise InputError(f"{_short(path)} is not a file")
         if suffix and full.suffix != suffix:
-            raise InputError(f"{path} is not a {suffix} file")
+            raise InputError(f"{_short(path)} is not a {suffix} file")
         return full
 
     def rel(self, path: str | Path) -> str:

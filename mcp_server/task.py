@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness import ABI_HEADER, ORIGINAL_KERNEL
 from harness.abi import ABI_VERSION
 from harness.anchors import ANCHOR_DESCRIPTIONS, ANCHORS, anchor_unavailable_reason
@@ -63,11 +61,11 @@ def rules() -> Rules:
         allowed_libraries=allowed_libraries,
         allowed_symbols=allowed,
         notes=[
-            "attn_fwd never allocates, frees or copies device memory and never synchronizes; ask for scratch "
-            "through attn_fwd_workspace_bytes (the harness passes p->workspace).",
+            ("attn_fwd never allocates, frees or copies device memory and never synchronizes; ask for scratch "
+             "through attn_fwd_workspace_bytes (the harness passes p->workspace)."),
             "Do not modify q, k or v; write every element of o and lse.",
-            "Every scenario is checked against an fp32 reference (FlashAttention's tolerance rule) before "
-            "any timing counts; a violation of these rules is a compile_kernel error naming the rule.",
+            ("Every scenario is checked against an fp32 reference (FlashAttention's tolerance rule) before "
+             "any timing counts; a violation of these rules is a compile_kernel error naming the rule."),
         ],
     )
 
@@ -113,15 +111,17 @@ def anchors() -> list[AnchorInfo]:
 
 
 def best_attempt(state: ServerState) -> BestAttempt | None:
-    """Best correct attempt of the active campaign (highest geomean), else the latest attempt."""
+    """The active campaign's best verified attempt: correct, highest geomean, earliest on ties
+    (questions.triggers.best_attempt, the rule campaign_status uses too); None when there is none yet,
+    whatever failed or errored attempts were recorded."""
     store = state.store_if_available()
     if store is None:
         return None
-    attempts: list[Any] = store.attempts(with_source=False)
-    if not attempts:
+    from questions.triggers import best_attempt as best_of
+
+    best = best_of(store.attempts(with_source=False))
+    if best is None:
         return None
-    correct = [a for a in attempts if a.status == "correct" and a.geomean_speedup is not None]
-    best = max(correct, key=lambda a: a.geomean_speedup) if correct else attempts[-1]
     return BestAttempt(kernel=best.source_path, source_sha256=best.source_sha256,
                        geomean_speedup=best.geomean_speedup, status=best.status,
                        suite=best.verdict.suite if best.verdict is not None else None)
@@ -151,8 +151,8 @@ def build_task(state: ServerState) -> TaskInfo:
         workflow=[
             "Copy the original kernel to a new .cu file inside the workspace and edit that file.",
             "compile_kernel(path) after each edit: registers, spills, shared memory, SASS mix, or errors.",
-            "verify_kernel(path) after every change; when it answers state=running, poll "
-            "get_verification(job_id) until finished.",
+            ("verify_kernel(path) after every change; when it answers state=running, poll "
+             "get_verification(job_id) until finished."),
             "Answer every question that comes back (reflect gives one on demand) before the next change.",
             "declare(kind='limit'|'done', text) when you believe you hit a limit or reached the goal.",
         ],

@@ -14,7 +14,6 @@ from mcp.server import MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from harness.errors import InputError
 from mcp_server.models import (
     AskedSummary,
     AttemptSummary,
@@ -23,9 +22,11 @@ from mcp_server.models import (
     QuestionList,
 )
 from mcp_server.state import ServerState, need
-from mcp_server.tools_evolve import evolve_status_of
 from mcp_server.task import goal
+from mcp_server.tools_evolve import evolve_status_of
 from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS
+from questions.text import MAX_CLAIM_CHARS
+from questions.triggers import best_attempt
 
 # The questions layer is another part's; a partial install still serves the other tools, with
 # plain JSON objects as structured output instead of the models.
@@ -70,8 +71,7 @@ def campaign_status_of(state: ServerState) -> CampaignStatus:
     attempts = store.attempts(with_source=False)
     asked = store.questions_asked()
     claims = store.claims()
-    correct = [a for a in attempts if a.status == "correct" and a.geomean_speedup is not None]
-    best = max(correct, key=lambda a: a.geomean_speedup) if correct else None
+    best = best_attempt(attempts)  # the same rule as get_task.best
     return CampaignStatus(
         campaign_id=store.campaign_id, workspace=str(state.workspace), goal=goal(state), attempts=len(attempts),
         best=_attempt(best) if best else None, recent_attempts=[_attempt(a) for a in attempts[-5:]],
@@ -96,9 +96,11 @@ def register_question_tools(server: MCPServer, state: ServerState, *, edge: Call
                         "declared_limit, declared_done, suspicious_win (a jump that may be a measurement "
                         "or correctness artefact), churn (many small edits); default: detected from the "
                         "campaign")] = None,
-        claim: Annotated[str | None, Field(description="a claim in words that you hit a limit or are done; it is "
-                                                       "recorded like declare (done if the text says done/finished/"
-                                                       "complete, else limit). Omit it to just ask")] = None,
+        claim: Annotated[str | None, Field(
+            max_length=MAX_CLAIM_CHARS,
+            description="a claim in words that you hit a limit or are done. Recorded as a claim only with trigger "
+                        "declared_limit or declared_done (the kind is yours to give; or call declare); otherwise "
+                        "the answer's suggested_claim says which kind the words suggest. Omit it to just ask")] = None,
     ) -> ReflectOutput:
         """Ask for a question about your optimization: the server looks at the campaign (attempts, best so far,
         what was already asked) and returns ONE question with the trigger that fired and the evidence (numbers
@@ -118,7 +120,7 @@ def register_question_tools(server: MCPServer, state: ServerState, *, edge: Call
         kind: Annotated[Literal["limit", "done"], Field(
             description="limit: you believe the kernel cannot get meaningfully faster; done: you believe the "
                         "goal is met")],
-        text: Annotated[str, Field(min_length=1, max_length=4000,
+        text: Annotated[str, Field(min_length=1, max_length=MAX_CLAIM_CHARS,
                                    description="the claim and its evidence in your words (what limits it, or "
                                                "why it is done)")],
     ) -> DeclareOutput:
@@ -130,7 +132,7 @@ def register_question_tools(server: MCPServer, state: ServerState, *, edge: Call
 
         def run() -> Any:
             mod = need("questions.reflect")
-            return mod.declare(state.store(), state.bank(), kind, text.strip(), settings=settings)
+            return mod.declare(state.store(), state.bank(), kind, text, settings=settings)
 
         return _out(await anyio.to_thread.run_sync(run))
 
@@ -144,18 +146,17 @@ def register_question_tools(server: MCPServer, state: ServerState, *, edge: Call
         layer: Annotated[Layer | None, Field(description="what the question is about (memory_traffic, "
                                                          "pipelining, numerics, ...)")] = None,
     ) -> AddedOutput:
-        """Add a question to the campaign's record of human/agent questions. A question asked in two or more
-        campaigns (same text after normalization, or nearly) is promoted into the bank and can then be asked
-        by reflect. With an HTTP server shared by a team, this is how the team's bank grows."""
+        """Add a question to the campaign's record of human/agent questions: ONE question ending in '?', without
+        control characters. The same question twice in one campaign is recorded once. A question asked in two or
+        more campaigns (the same words after normalization, or a rewording that changes no content word,
+        negation or number) is promoted into the bank and can then be asked by reflect. With an HTTP server
+        shared by a team, this is how the team's bank grows."""
 
-        clean = " ".join(text.split())
-        if len(clean) < MIN_QUESTION_CHARS:  # the same bound as `attnq questions add`, after blanks collapse
-            raise InputError(f"the question must have {MIN_QUESTION_CHARS} to {MAX_QUESTION_CHARS} characters "
-                             f"(got {len(clean)})")
+        mod = need("questions.human")
+        mod.check_question_text(text)  # the rules of `attnq questions add`, before the store is touched
 
         def run() -> Any:
-            mod = need("questions.human")
-            return mod.add_question(state.store(), text.strip(), triggers=triggers, layer=layer)
+            return mod.add_question(state.store(), text, triggers=triggers, layer=layer)
 
         return _out(await anyio.to_thread.run_sync(run))
 

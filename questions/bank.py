@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -22,18 +21,13 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from harness.errors import QuestionBankError
+from questions.text import describe_char, is_one_question, printable, unsafe_char
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.config import Settings
     from harness.store import CampaignStore
 
-if sys.version_info >= (3, 11):
-    import tomllib as _toml
-else:  # pragma: no cover - Python 3.10
-    try:
-        import tomli as _toml  # type: ignore[no-redef]
-    except ImportError:
-        _toml = None  # type: ignore[assignment]
+import tomllib as _toml
 
 Trigger = Literal["stall", "declared_limit", "declared_done", "suspicious_win", "churn"]
 Layer = Literal["measurement", "memory_traffic", "pipelining", "parallelism_scheduling",
@@ -81,7 +75,9 @@ class Question(BaseModel):
     @classmethod
     def _one_question(cls, v: str) -> str:
         v = " ".join(v.split())
-        if not v.endswith("?") or v.count("?") != 1:
+        if bad := [ch for ch in v if unsafe_char(ch)]:
+            raise ValueError(f"text contains {describe_char(bad[0])}, a control or direction-override character")
+        if not is_one_question(v):
             raise ValueError(f"text must be ONE question ending in '?': {v!r}")
         if len(v) > MAX_TEXT_CHARS:
             raise ValueError(f"text is {len(v)} chars; keep it under {MAX_TEXT_CHARS}")
@@ -133,8 +129,6 @@ def _parse_file(path: Path) -> list[dict[str, Any]]:
             raise QuestionBankError(f"{path}: invalid JSON: {exc}") from exc
         items = data.get("questions") if isinstance(data, dict) else data
     elif path.suffix == ".toml":
-        if _toml is None:  # pragma: no cover
-            raise QuestionBankError("reading TOML banks on Python 3.10 needs the 'tomli' package")
         try:
             data = _toml.loads(raw.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
@@ -205,8 +199,9 @@ def load_bank(paths: Sequence[str | Path] | None = None, *, settings: Settings |
     if store is not None:
         promoted = []
         for d in store.promoted():
-            try:
-                promoted.append(Question.model_validate({**d, "origin": "promoted"}))
+            try:  # printable(): control characters an attnq before issue 16 let in are shown escaped
+                promoted.append(Question.model_validate({**d, "text": printable(str(d.get("text", ""))),
+                                                         "origin": "promoted"}))
             except ValidationError as exc:
                 raise QuestionBankError(f"promoted question {d.get('id')!r} is invalid: {exc}") from exc
         apply(promoted, f"{store.path}:promoted")
@@ -268,6 +263,14 @@ def dumps_toml(questions: Sequence[Question]) -> str:
     return "\n".join(parts)
 
 
+def dumps_bank(bank: Bank, fmt: Literal["toml", "json"]) -> str:
+    """The bank as the text of a ``.toml`` or ``.json`` bank file (what :func:`export_bank` writes)."""
+    if fmt == "json":
+        return json.dumps({"questions": [q.model_dump(mode="json", exclude={"origin"}, exclude_none=True)
+                                         for q in bank.questions]}, indent=2, ensure_ascii=False) + "\n"
+    return dumps_toml(bank.questions)
+
+
 def export_bank(bank: Bank, path: str | Path, *, fmt: Literal["toml", "json"] | None = None) -> Path:
     """Write ``bank`` to ``path`` as TOML or JSON (by ``fmt`` or the suffix). Returns the path.
 
@@ -276,14 +279,9 @@ def export_bank(bank: Bank, path: str | Path, *, fmt: Literal["toml", "json"] | 
     """
     p = Path(path)
     kind = fmt or p.suffix.lstrip(".")
-    qs = bank.questions
-    if kind == "json":
-        text = json.dumps({"questions": [q.model_dump(mode="json", exclude={"origin"}, exclude_none=True)
-                                         for q in qs]}, indent=2, ensure_ascii=False) + "\n"
-    elif kind == "toml":
-        text = dumps_toml(qs)
-    else:
+    if kind not in ("toml", "json"):
         raise QuestionBankError(f"{p}: export format must be toml or json")
+    text = dumps_bank(bank, kind)  # type: ignore[arg-type]
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")

@@ -25,7 +25,9 @@ from harness.store import AttemptRecord, CampaignStore
 from harness.verdict import Verdict
 from questions.bank import TRIGGERS, Bank, Layer, Question, Trigger
 from questions.policy import effectiveness, rng_for, select_question
+from questions.text import MAX_CLAIM_CHARS, clean_text
 from questions.triggers import (
+    NOT_ATTEMPT_CODES,
     TriggerHit,
     check_churn,
     check_goal,
@@ -54,6 +56,9 @@ class Reflection(BaseModel):
     other_triggers: list[TriggerHit] = Field(default_factory=list, description="other rules that fired")
     attempt_seq: int = Field(description="attempts recorded when asked (0 = none)")
     message: str = Field(description="one line: '[trigger] evidence — question'")
+    suggested_claim: Literal["limit", "done"] | None = Field(
+        default=None, description="reflect(claim=...) without a declared_* trigger records no claim: the kind its "
+                                  "words suggest, if any; record it with declare(kind, text)")
 
 
 class Declaration(BaseModel):
@@ -126,7 +131,20 @@ def _check(trigger: str, store: CampaignStore, settings: Settings) -> TriggerHit
     return limit_evidence(attempts)
 
 
-_DONE_WORDS = re.compile(r"\b(done|finished|complete|completed|goal met|ship)\b", re.I)
+_DONE_WORDS = re.compile(r"\b(done|finished|complete|completed|goal met|goal is met|ship it)\b", re.IGNORECASE)
+_LIMIT_WORDS = re.compile(r"\b(limit|limited|bound|ceiling|plateau|roofline|peak|cannot get faster|"
+                          r"can't get faster|no further|as fast as)\b", re.IGNORECASE)
+_NEGATED = re.compile(r"\b(not|never|no|cannot|can't|isn't|aren't|haven't|hasn't|won't|yet to)\W+(?:\w+\W+){0,2}$",
+                      re.IGNORECASE)
+
+
+def suggest_claim_kind(text: str) -> Literal["limit", "done"] | None:
+    """The claim kind free text suggests, or None: ``done`` only when a done-word is not negated in the three
+    words before it ("not done yet: I cannot complete it" suggests nothing); ``limit`` for limit words."""
+    for m in _DONE_WORDS.finditer(text):
+        if not _NEGATED.search(text[: m.start()]):
+            return "done"
+    return "limit" if _LIMIT_WORDS.search(text) else None
 
 
 def reflect(store: CampaignStore, bank: Bank, *, trigger: Trigger | None = None, claim: str | None = None,
@@ -135,20 +153,26 @@ def reflect(store: CampaignStore, bank: Bank, *, trigger: Trigger | None = None,
 
     Args:
         trigger: force this trigger's questions (its rule's evidence is reported, fired or not).
-        claim: the agent's claim in words; recorded as a claim like :func:`declare` (``done`` when the
-            text says done/finished/complete, else ``limit``; ``trigger`` declared_* overrides).
+        claim: the agent's claim in words. With ``trigger`` declared_limit / declared_done it is recorded as
+            that claim (like :func:`declare`); otherwise nothing is recorded as a claim (the kind is the
+            caller's to give, never guessed from words) and the answer carries ``suggested_claim``.
 
     Raises:
-        InputError: unknown trigger. StoreError / QuestionBankError from the store and the bank.
+        InputError: unknown trigger; a claim with control characters or over MAX_CLAIM_CHARS.
+        StoreError / QuestionBankError from the store and the bank.
     """
     if trigger is not None and trigger not in TRIGGERS:
         raise InputError(f"unknown trigger {trigger!r}; one of {', '.join(TRIGGERS)}")
     if claim is not None:
+        claim = clean_text(claim, what="the claim", max_chars=MAX_CLAIM_CHARS)
         if trigger in ("declared_limit", "declared_done"):
-            kind = "done" if trigger == "declared_done" else "limit"
-        else:
-            kind = "done" if _DONE_WORDS.search(claim) else "limit"
-        return declare(store, bank, kind, claim, settings=settings).reflection
+            kind: Literal["limit", "done"] = "done" if trigger == "declared_done" else "limit"
+            return declare(store, bank, kind, claim, settings=settings).reflection
+        refl = reflect(store, bank, trigger=trigger, settings=settings)
+        refl.suggested_claim = suggest_claim_kind(claim)
+        kinds = refl.suggested_claim or "limit' or 'done"
+        refl.message += (f" (the claim was not recorded: call declare(kind='{kinds}', text=...) to record it)")
+        return refl
     if trigger is not None:
         hit = _check(trigger, store, settings)
         fired = hit.fired or trigger in ("declared_limit", "declared_done")
@@ -168,13 +192,16 @@ def declare(store: CampaignStore, bank: Bank, kind: Literal["limit", "done"], te
     """Record the claim ``kind`` ("limit" or "done") with its ``text``, check the goal, ask the question.
 
     For ``done`` the goal is checked on ``Verdict.goal`` of the latest and best verified attempts; when
-    not met the answer names the failing scenarios or the gap. Raises InputError on another kind.
+    not met the answer names the failing scenarios or the gap.
+
+    Raises:
+        InputError: another kind; empty text, control characters or more than MAX_CLAIM_CHARS characters.
     """
     if kind not in ("limit", "done"):
         raise InputError(f"a claim is 'limit' or 'done', got {kind!r}")
-    text = text.strip()
-    if not text:
+    if not isinstance(text, str) or not text.strip():
         raise InputError("a claim needs its text (what the agent claims, in its words)")
+    text = clean_text(text, what="the claim", max_chars=MAX_CLAIM_CHARS)
     attempts = store.attempts(with_source=False)
     goal = check_goal(attempts, settings.goal_speedup)
     goal_met = bool(goal.data.get("goal_met", False))
@@ -199,9 +226,17 @@ def on_attempt(store: CampaignStore, bank: Bank, *, source_path: str, source_tex
                settings: Settings) -> Reflection | None:
     """Record one attempt (see ``CampaignStore.record_attempt``); a Reflection when stall/suspicious_win/churn fires.
 
-    Called by ``attnq verify`` and the MCP ``verify_kernel`` tool after every attempt, successful or
-    not. Cooldown rules keep one stall from being asked about on every attempt.
+    Called by ``attnq verify`` and the MCP ``verify_kernel`` tool after every verification, successful or
+    not. A verification that never judged the candidate (error code in
+    :data:`questions.triggers.NOT_ATTEMPT_CODES`: no GPU, no toolchain, bad input) is recorded as an event
+    (``verify.not_an_attempt``), not as an attempt, and asks nothing. Cooldown rules keep one stall from
+    being asked about on every attempt.
     """
+    code = str((error or {}).get("error", "")) if verdict is None else ""
+    if code in NOT_ATTEMPT_CODES:
+        store.record_event("verify.not_an_attempt", args={"source_path": source_path},
+                           result={"error": code, "message": str((error or {}).get("message", ""))[:500]}, ok=False)
+        return None
     store.record_attempt(source_path, source_text, compile_result, verdict, error)
     hits = detect(store.attempts(), store.questions_asked(), settings, cooldown=True)
     if not hits:

@@ -27,6 +27,7 @@ Every hit carries its evidence in numbers. Pure functions of attempts and asked 
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -41,6 +42,11 @@ from questions.bank import Trigger
 #: Error codes that say nothing about the candidate: skipped by the failure streak.
 ENVIRONMENT_ERROR_CODES = frozenset({"no_gpu", "toolchain_missing", "input_error", "outside_workspace",
                                      "verify_error", "store_error"})
+#: Error codes of a verification that never judged the candidate (no GPU here, no toolchain, a bad path,
+#: suite or scenario id, an unusable store): recorded as an event, not as an attempt, so they never feed
+#: the stall trigger (questions.reflect.on_attempt). ``verify_error`` is not among them: a candidate whose
+#: library kills the worker while loading ends that way too.
+NOT_ATTEMPT_CODES = frozenset({"no_gpu", "toolchain_missing", "input_error", "outside_workspace", "store_error"})
 NEAR_IDENTICAL_RATIO = 0.98
 CONCENTRATION_SHARE = 0.5
 CONCENTRATION_SCENARIO_FRACTION = 0.10
@@ -229,7 +235,7 @@ def check_suspicious_win(attempts: Sequence[AttemptRecord], settings: Settings) 
                       evidence=f"#{last.seq}: " + "; ".join(reasons))
 
 
-_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 _LINE_COMMENT = re.compile(r"//[^\n]*")
 
 
@@ -278,7 +284,7 @@ def check_churn(attempts: Sequence[AttemptRecord]) -> TriggerHit:
                                 "predecessor_seq": pred.seq, "predecessor_ratio": pred_ratio})
     added = {ln for ln in set(cur) - set(norm[pred.seq]) if _substantive(ln)}
     best_re: tuple[set[str], AttemptRecord] | None = None
-    for prev_a, a in zip(hist[:-2], hist[1:-1]):
+    for prev_a, a in itertools.pairwise(hist[:-1]):
         removed = {ln for ln in set(norm[prev_a.seq]) - set(norm[a.seq]) if _substantive(ln)}
         back = added & removed
         if back and (best_re is None or len(back) >= len(best_re[0])):
@@ -286,7 +292,7 @@ def check_churn(attempts: Sequence[AttemptRecord]) -> TriggerHit:
     if best_re is not None:
         back, a = best_re
         if len(back) >= 2 or back == added:
-            example = sorted(back)[0]
+            example = min(back)
             return TriggerHit(trigger="churn", fired=True, attempt_seq=last.seq,
                               evidence=f"#{last.seq} re-adds {len(back)} line(s) that #{a.seq} removed "
                                        f"(e.g. `{example[:80]}`)",

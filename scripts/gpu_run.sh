@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
-#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa quick wrong faults adversarial fast fastq fastna
-#                                           fa3 prodfa3 cand mcp report evolve evolve2 export bugs sanitize sandbox rowcost naive
+#   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa aa_cover quick wrong faults adversarial
+#                                                  corpus fast fastq fastna fa3 prodfa3 cand mcp report evolve evolve2
+#                                                  export bugs sanitize sandbox rowcost naive
+#                                                  (default: info tests original aa quick wrong)
 #   sandbox: what the candidate's launcher could apply on this machine (Landlock, seccomp, capabilities)
 #   rowcost: the timed calls' sampled-row reference against a full reference (scripts/measure_row_reference.py)
 #   naive:   kernels/examples/attn_naive.cu on quick
+#   aa_cover: the A/A run of `aa` with ATTNQ_HOST_COVER_ALL=1 (NOTE: under the trust split the kernels are timed
+#         in their launcher processes, which run no GPU spin: the variable has no effect on their timed calls)
+#   corpus: the CPU corpus test with every adversarial kernel built (ATTNQ_TEST_FULL_CORPUS=1)
 #   report: after fastq/fast/quick, the roofline fields of that verdict and `attnq report` on it (needs matplotlib)
 #   bugs: the original and kernels/attn_fast.cu on the `bugs` suite; the wrong variants of
 #         scripts/wrong_kernels.py on it (each must fail the bug scenarios written for it)
@@ -25,6 +30,11 @@
 # (see ../shared/gpu/fetch-wheels.sh); they are installed to /tmp/site first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+STEPS="info tests original aa aa_cover corpus quick wrong bugs sanitize faults adversarial fastq fastna fast fa3 prodfa3 cand evolve evolve2 mcp report export sandbox rowcost naive"
+case "${1:-}" in -h|--help|help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
+for step in "$@"; do
+  case " $STEPS " in *" $step "*) ;; *) echo "gpu_run.sh: unknown step '$step'; steps: $STEPS (--help)" >&2; exit 2 ;; esac
+done
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT/logs"
 export PYTHONUNBUFFERED=1 ATTNQ_LOG_LEVEL=${ATTNQ_LOG_LEVEL:-warning}
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -67,6 +77,18 @@ for step in $steps; do
         i=$((i + 1))
         ATTNQ_WORKSPACE=/tmp/aa verify_to "aa_$i" "A/A run $i ($suite)" /tmp/aa/attn_original_copy.cu --suite "$suite" --no-record
       done ;;
+    aa_cover)
+      mkdir -p /tmp/aa && cp kernels/attn_original.cu /tmp/aa/attn_original_copy.cu
+      i=0
+      for suite in ${AA_SUITES:-full full full}; do
+        i=$((i + 1))
+        ATTNQ_HOST_COVER_ALL=1 ATTNQ_WORKSPACE=/tmp/aa verify_to "aa_cover_$i" "A/A run $i, host cover on all ($suite)" \
+          /tmp/aa/attn_original_copy.cu --suite "$suite" --no-record
+      done ;;
+    corpus)
+      ATTNQ_TEST_FULL_CORPUS=1 python3 -m pytest -q tests/test_adversarial_static.py -p no:cacheprovider 2>&1 \
+        | tee "$OUT/logs/corpus.log" | tail -5
+      note "corpus (all kernels built): $(tail -1 "$OUT/logs/corpus.log")" ;;
     quick)
       verify_to quick quick kernels/attn_original.cu --suite quick --no-record ;;
     wrong)
@@ -222,7 +244,7 @@ if log:
       else
         note "peer-test: not run (set FA_TESTS=path/to/flash-attention/hopper/test_flash_attn.py)"
       fi ;;
-    *) note "unknown step $step" ;;
+    *) note "unknown step $step" ;;  # not reached: steps are checked before anything runs
   esac
   note "   [$step took $(( $(date +%s) - t0 )) s]"
 done

@@ -66,7 +66,7 @@ class Runner:
         self.sms = torch.cuda.get_device_properties(0).multi_processor_count
 
     def prepare(self, q, k, v, causal, scale):
-        b, sq, hq, d = q.shape
+        b, sq, hq, _ = q.shape
         o = torch.empty_like(q)
         lse = torch.empty(b, hq, sq, device=q.device, dtype=torch.float32)
         p = make_params(q, k, v, o, lse, softmax_scale=scale, causal=causal, num_sms=self.sms)
@@ -198,7 +198,10 @@ def main() -> None:
         fl = flops(b, h, s, d, causal)
         line = [key]
         if fa3 is not None:
-            ms = do_bench(lambda: fa3.flash_attn_func(q, k, v, softmax_scale=d ** -0.5, causal=causal), return_mode="median")
+            def fa3_call(q=q, k=k, v=v, d=d, causal=causal):
+                return fa3.flash_attn_func(q, k, v, softmax_scale=d ** -0.5, causal=causal)
+
+            ms = do_bench(fa3_call, return_mode="median")
             results["fa3"][key] = fl / ms / 1e9
             line.append(f"fa3 {results['fa3'][key]:6.1f}")
         for name, r in runners.items():

@@ -1,6 +1,7 @@
 """Cost of the timed calls' sampled-row reference against a full fp32 reference, on the GPU
 (scripts/gpu_run.sh step `rowcost`). Prints one line per scenario: ms of each (median of 5)."""
 
+import functools
 import statistics
 import sys
 import time
@@ -35,8 +36,9 @@ def main() -> None:
         k = torch.randn(sc.batch, sc.seqlen_k, sc.num_heads_kv, sc.head_dim, device="cuda", dtype=dt)
         v = torch.randn_like(k)
         rows = sample_rows(sc.batch, sc.num_heads_q, sc.seqlen_q, ROW_PAIRS, ROWS_PER_PAIR, g, "cuda")
-        t_rows = ms(lambda: attention_reference_rows(q, k, v, rows.batch_idx, rows.head_idx, rows.rows, causal=sc.causal))
-        t_full = ms(lambda: attention_reference(q, k, v, causal=sc.causal))
+        t_rows = ms(functools.partial(attention_reference_rows, q, k, v, rows.batch_idx, rows.head_idx, rows.rows,
+                                      causal=sc.causal))
+        t_full = ms(functools.partial(attention_reference, q, k, v, causal=sc.causal))
         print(f"{sc.id}: sampled rows {t_rows:.2f} ms, full reference {t_full:.1f} ms")
 
 

@@ -4,8 +4,9 @@ import json
 import sys
 
 try:
-    v = json.load(open(sys.argv[1]))
-except Exception as exc:  # noqa: BLE001
+    with open(sys.argv[1]) as fh:
+        v = json.load(fh)
+except Exception as exc:  # noqa: BLE001 - any unreadable verdict becomes one summary line, never a traceback
     print(f"(no verdict: {exc})")
     raise SystemExit(0) from None
 if "status" not in v:

@@ -120,7 +120,7 @@ def test_export_import_round_trip(tmp_path: Path, suffix: str) -> None:
     with CampaignStore.open(settings) as store:
         add_question(store, "Is the epilogue overlapped with the next tile's loads?", triggers=["stall"],
                      layer="pipelining", campaign_id="c1")
-        add_question(store, "is the epilogue overlapped with the next tiles loads", campaign_id="c2")
+        add_question(store, "is the epilogue overlapped with the next tiles loads?", campaign_id="c2")
         bank = load_bank(settings=settings, store=store)
     out = export_bank(bank, tmp_path / f"bank.{suffix}")
     again = load_bank_file(out)
@@ -145,7 +145,7 @@ def test_promotion_needs_two_campaigns_and_keeps_provenance(tmp_path: Path) -> N
     with CampaignStore.open(settings) as store:
         r1 = add_question(store, "Does the gain show in SM cycles or only wall-clock?", triggers=["suspicious_win"],
                           campaign_id="alpha")
-        r2 = add_question(store, "does the gain show in SM cycles, or only in wall clock", layer="measurement",
+        r2 = add_question(store, "does the gain show in SM cycles, or only in wall clock?", layer="measurement",
                           campaign_id="alpha")
         assert r1.promoted is None and r2.promoted is None and r2.campaigns == ["alpha"]
         r3 = add_question(store, "Does the gain show in SM cycles or only wall-clock time?", triggers=["stall"],

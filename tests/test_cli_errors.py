@@ -159,7 +159,7 @@ def test_questions_add_minimum_length(ws: Path) -> None:
 
     line = plain_error(attnq("questions", "add", "abc", cwd=ws))
     assert f"{MIN_QUESTION_CHARS} to" in line, line
-    assert attnq("questions", "add", "x" * MIN_QUESTION_CHARS, cwd=ws).returncode == 0
+    assert attnq("questions", "add", "x" * (MIN_QUESTION_CHARS - 1) + "?", cwd=ws).returncode == 0
 
 
 # -- 7. campaign names -----------------------------------------------------------------------------------------------
@@ -179,7 +179,7 @@ def test_good_campaign_names() -> None:
 
 
 def test_read_only_commands_refuse_unknown_campaign(ws: Path) -> None:
-    assert attnq("trace", "use", "alpha", cwd=ws).stdout.strip() == "active campaign: alpha"
+    assert attnq("trace", "use", "--new", "alpha", cwd=ws).stdout.strip() == "active campaign: alpha (new)"
     for args in (["trace", "show", "--campaign", "nosuch"], ["trace", "export", "--campaign", "nosuch"]):
         line = plain_error(attnq(*args, cwd=ws))
         assert "unknown campaign 'nosuch'" in line and "default" in line and "alpha" in line, line

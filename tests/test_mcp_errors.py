@@ -59,14 +59,14 @@ def test_invalid_arguments_are_plain(tmp_path: Path) -> None:
 
 
 def test_question_length_bound_is_shared_with_the_cli(tmp_path: Path) -> None:
-    text = "w" * MIN_QUESTION_CHARS
+    text = "w" * (MIN_QUESTION_CHARS - 1) + "?"
     ok, too_short, padded = call_tools(tmp_path, [("add_question", {"text": text}),
-                                                  ("add_question", {"text": text[:-1]}),
-                                                  ("add_question", {"text": "  " + text[:-1] + "   "})])
+                                                  ("add_question", {"text": text[1:]}),
+                                                  ("add_question", {"text": "  " + text[1:] + "   "})])
     assert not ok.is_error, ok.content[0].text
     assert too_short.is_error
     assert f"{MIN_QUESTION_CHARS} to {MAX_QUESTION_CHARS} characters (got {MIN_QUESTION_CHARS - 1})" in plain(padded)
-    cli = subprocess.run([sys.executable, "-m", "attnq", "questions", "add", text[:-1], "--workspace", str(tmp_path)],
+    cli = subprocess.run([sys.executable, "-m", "attnq", "questions", "add", text[1:], "--workspace", str(tmp_path)],
                          check=False, capture_output=True, text=True, timeout=60)
     assert cli.returncode == 2 and f"{MIN_QUESTION_CHARS} to {MAX_QUESTION_CHARS}" in cli.stderr
 

@@ -9,6 +9,7 @@ a verification that takes seconds on a machine without a GPU.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import threading
 import time
@@ -82,7 +83,7 @@ def test_job_answers_before_the_budget_and_finishes_later() -> None:
     assert final.results == []  # not twice in the answer
     for sent in calls:  # strictly increasing within one call (the MCP spec's rule for one progress token)
         values = [v for v, _, _ in sent]
-        assert values and all(b > a for a, b in zip(values, values[1:], strict=False))
+        assert values and all(b > a for a, b in itertools.pairwise(values))
     assert any(m.startswith("scenario 6 of 6") for _, _, m in calls[1])
     assert jobs.get(job.job_id) is job  # a finished job stays fetchable
 
@@ -96,7 +97,7 @@ def test_heartbeats_while_nothing_finishes() -> None:
         times.append(time.monotonic())
 
     anyio.run(lambda: jobs.wait(job, 5.0, send))
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(times) >= 6 and max(gaps) < 0.35  # no silence longer than ~heartbeat while the run is quiet
 
 

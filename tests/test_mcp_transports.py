@@ -24,6 +24,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from attnq.commands.mcp_config import EXAMPLE_PYTHON, render, server_command
 from tests.mcp_support import EXPECTED_TOOLS, make_workspace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,16 +39,21 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_workspace(tmp_path_factory, "mcp-transport-ws")
 
 
-def launch_spec(name: str, ws: Path) -> tuple[str, list[str], dict[str, str]]:
-    """(command, args, env) of the attnq server as the example config of client ``name`` declares it."""
+#: What a desktop-launched client sees: no venv on PATH (the bug of issue 16: a bare `attnq` did not start).
+BARE_PATH = "/usr/bin:/bin"
+
+
+def launch_spec(name: str, ws: Path, *, python: str | None = None) -> tuple[str, list[str], dict[str, str]]:
+    """(command, args, env) of the attnq server as client ``name``'s config says: the one `attnq mcp-config`
+    prints for this install (``python``: for another interpreter path), with a PATH that lacks the venv.
+    PYTHONPATH points at this checkout so the server runs the code under test (a shared dev venv may hold
+    another checkout's editable install; in CI it is this one)."""
+    text = render(name, python=python)
     if name == "codex":
-        cfg = tomllib.loads((CLIENTS / "codex" / "config.toml").read_text())["mcp_servers"]["attnq"]
+        cfg = tomllib.loads(text)["mcp_servers"]["attnq"]
         assert cfg["tool_timeout_sec"] >= 60 and cfg["startup_timeout_sec"] >= 10
     else:
-        path = {"claude-code": "claude-code/.mcp.json", "cursor": "cursor/.cursor/mcp.json",
-                "vscode": "vscode/.vscode/mcp.json", "gemini": "gemini/.gemini/settings.json"}[name]
-        doc = json.loads((CLIENTS / path).read_text())
-        cfg = doc["servers" if name == "vscode" else "mcpServers"]["attnq"]
+        cfg = json.loads(text)["servers" if name == "vscode" else "mcpServers"]["attnq"]
         if name == "gemini":
             assert cfg["timeout"] >= 60_000
         if name == "claude-code":
@@ -55,15 +61,34 @@ def launch_spec(name: str, ws: Path) -> tuple[str, list[str], dict[str, str]]:
             assert int(env["MCP_TOOL_TIMEOUT"]) >= 60_000
     env = {k: v.replace("${workspaceFolder}", str(ws)) for k, v in cfg.get("env", {}).items()}
     env.setdefault("ATTNQ_WORKSPACE", str(ws))
+    env.update(PATH=BARE_PATH, PYTHONPATH=str(REPO))
+    assert Path(cfg["command"]).is_absolute(), cfg["command"]
     return cfg["command"], list(cfg.get("args", [])), env
+
+
+EXAMPLE_FILES = {"claude-code": "claude-code/.mcp.json", "codex": "codex/config.toml", "cursor": "cursor/.cursor/mcp.json",
+                 "vscode": "vscode/.vscode/mcp.json", "gemini": "gemini/.gemini/settings.json"}
+
+
+def test_example_configs_are_the_generated_ones() -> None:
+    """examples/clients/ hold exactly what `attnq mcp-config CLIENT` prints for an install in EXAMPLE_PYTHON,
+    and the README shows the line that prints yours."""
+    for name, rel in EXAMPLE_FILES.items():
+        assert (CLIENTS / rel).read_text() == render(name, python=EXAMPLE_PYTHON), rel
+    out = subprocess.run([sys.executable, "-m", "attnq", "mcp-config", "command"], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+    assert out.split() == [os.path.abspath(sys.executable), "-m", "attnq", "serve"]
+    for readme in (REPO / "README.md", CLIENTS / "README.md"):
+        assert "attnq mcp-config" in readme.read_text(), readme
 
 
 CLIENT_NAMES = ("claude-code", "codex", "cursor", "vscode", "gemini")
 
 
 def test_every_client_config_starts_the_server(workspace: Path) -> None:
-    """Each config parses, names a command that starts the server, and the server answers
-    initialize + tools/list over stdio (the five launched concurrently to keep the test short)."""
+    """Each config parses, names an absolute command that starts the server with a PATH that lacks the venv
+    (as a desktop-launched client has), and the server answers initialize + tools/list over stdio (the
+    five launched concurrently to keep the test short)."""
     found: dict[str, set[str]] = {}
 
     async def one(name: str) -> None:
@@ -179,11 +204,11 @@ def test_http_requires_the_bearer_token(workspace: Path) -> None:
             assert basic.status_code == 401
 
         async def main() -> tuple[set[str], dict[str, Any]]:
-            async with create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
-                async with Client(streamable_http_client(url, http_client=http)) as c:
-                    tools = {t.name for t in (await c.list_tools()).tools}
-                    bank = (await c.call_tool("list_questions", {})).structured_content
-                    return tools, bank
+            async with (create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+                        Client(streamable_http_client(url, http_client=http)) as c):
+                tools = {t.name for t in (await c.list_tools()).tools}
+                bank = (await c.call_tool("list_questions", {})).structured_content
+                return tools, bank
 
         tools, bank = anyio.run(main)
         assert tools == EXPECTED_TOOLS and bank["count"] > 0
@@ -212,7 +237,7 @@ def test_mcp_inspector_cli_lists_the_tools(workspace: Path) -> None:
     env = {**os.environ, "npm_config_prefer_offline": "true", "npm_config_update_notifier": "false",
            "npm_config_fund": "false", "npm_config_audit": "false"}
     try:
-        out = subprocess.run(["npx", "-y", "@modelcontextprotocol/inspector@0.21.2", "--cli", "attnq", "serve",
+        out = subprocess.run(["npx", "-y", "@modelcontextprotocol/inspector@0.21.2", "--cli", *server_command(),
                               "--workspace", str(workspace), "--method", "tools/list"],
                              env=env, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:

@@ -14,7 +14,7 @@ from harness.reference import attention_reference
 
 def _sdpa64(q, k, v, causal: bool):
     """Independent float64 attention via torch SDPA with an explicit bottom-right mask."""
-    b, sq, hq, d = q.shape
+    _, sq, hq, _ = q.shape
     sk, hk = k.shape[1], k.shape[2]
     qq = q.double().permute(0, 2, 1, 3)
     kk = k.double().repeat_interleave(hq // hk, 2).permute(0, 2, 1, 3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections import Counter
@@ -70,7 +71,7 @@ def test_never_the_same_question_twice_in_a_row(tmp_path: Path) -> None:
         bank = load_bank(settings=settings, store=store)
         _record(store, "stall_plateau", 0, 9)
         ids = [reflect(store, bank, trigger="churn", settings=settings).question_id for _ in range(25)]
-    assert all(a != b for a, b in zip(ids, ids[1:]))
+    assert all(a != b for a, b in itertools.pairwise(ids))
     assert len(set(ids)) >= 8  # exploration and the repeat penalty spread the asks
 
 
@@ -153,7 +154,8 @@ def test_declare_done_checks_the_goal(tmp_path: Path) -> None:
         lim = declare(store, bank, "limit", "memory bound, cannot go faster", settings=settings)
         assert lim.reflection.trigger == "declared_limit" and "best 1.62x (#4)" in lim.reflection.evidence
         assert "fraction of measured peak" in lim.reflection.evidence
-        r = reflect(store, bank, claim="I think this is the limit of the hardware", settings=settings)
+        r = reflect(store, bank, claim="I think this is the limit of the hardware", trigger="declared_limit",
+                    settings=settings)
         assert r.trigger == "declared_limit" and store.claims()[-1].kind == "limit"
         assert len(store.claims()) == 4
         with pytest.raises(InputError):

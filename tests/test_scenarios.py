@@ -81,8 +81,8 @@ def test_user_suite_file(tmp_path) -> None:
         ("bogus = 1\n", "unknown top-level"),
         ("[include]\nsuite='full'\nids=['nope']\n", "not in suite"),
         ("[[grid]\n", "cannot read"),
-        ("[[scenario]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[4, 4]\nhead_dim=64\ncausal=true\n"
-         "[[scenario]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[4, 4]\nhead_dim=64\ncausal=true\n", "duplicate"),
+        (("[[scenario]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[4, 4]\nhead_dim=64\ncausal=true\n"
+          "[[scenario]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[4, 4]\nhead_dim=64\ncausal=true\n"), "duplicate"),
     ],
 )
 def test_bad_suite_files_are_refused_clearly(tmp_path, text: str, needle: str) -> None:

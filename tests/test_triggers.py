@@ -74,13 +74,17 @@ def test_stall_without_cooldown_still_reports_and_window_is_configurable(tmp_pat
 def test_consecutive_failures_fire_stall_and_skip_environment_errors(tmp_path: Path) -> None:
     settings = Settings(workspace=tmp_path, seed=3)
     got = _replay_on_attempt("failures", tmp_path, settings)
-    assert list(got) == [5]
-    r = got[5]
+    assert list(got) == [4]  # the fixture's 4th verification (no_gpu) is an event, not attempt #4
+    r = got[4]
     assert r.trigger == "stall" and r.evidence_data["kind"] == "failures"
-    assert r.evidence_data["seqs"] == [2, 3, 5]  # #4 was no_gpu: neither counted nor breaking the streak
-    assert "3 consecutive failed attempts #2–#5" in r.evidence
+    assert r.evidence_data["seqs"] == [2, 3, 4]
+    assert "3 consecutive failed attempts #2–#4" in r.evidence
+    with CampaignStore.open(settings) as store:
+        assert [a.error_code for a in store.attempts()].count("no_gpu") == 0
+        assert [e.result["error"] for e in store.events() if e.tool == "verify.not_an_attempt"] == ["no_gpu"]
     assert "compile_error" in r.evidence and "2/12 scenarios failed" in r.evidence
-    atts = _attempts("failures", tmp_path)
+    atts = _attempts("failures", tmp_path)  # a store from before: no_gpu recorded as an attempt (#4)
+    assert check_stall(atts[:5], Settings(workspace=tmp_path)).data["seqs"] == [2, 3, 5]  # skipped, not a break
     assert not check_stall(atts, Settings(workspace=tmp_path)).fired  # #6 is correct again
     assert check_stall(atts[:3], Settings(workspace=tmp_path, stall_failures=2)).fired
 

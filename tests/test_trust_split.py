@@ -37,8 +37,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _sandbox_complete() -> bool:
-    probe = subprocess.run([sys.executable, "-c", "import json, tempfile; from harness.sandbox import apply_sandbox; "
-                            "r = apply_sandbox(tempfile.mkdtemp()); print(json.dumps(r.complete))"],
+    code = ("import json, tempfile; from harness.sandbox import apply_sandbox; "
+            "r = apply_sandbox(tempfile.mkdtemp()); print(json.dumps(r.complete))")
+    probe = subprocess.run([sys.executable, "-c", code],
                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=60)
     return probe.returncode == 0 and probe.stdout.strip() == "true"
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from harness.buffers import Buffers
+from harness.checker import Fail
 from harness.checks import (
     TimedBounds,
     bits_equal_t,
@@ -22,7 +23,6 @@ from harness.checks import (
     poison_count_t,
     timed_sample_values,
 )
-from harness.checker import Fail
 from harness.draws import LAYOUTS, CallDrawer
 from harness.reference import attention_reference
 from tests.checker_support import SC, PyKernel, honest, make_runner
@@ -205,7 +205,7 @@ def _low_precision_when_timed(draws: int):
         mant, ex = torch.frexp(e)
         coarse = torch.ldexp(torch.round(mant * 16) / 16, ex)
         o = torch.einsum("bhij,bjhd->bihd", coarse, p.v.float().repeat_interleave(2, dim=2)) / e.sum(-1).transpose(1, 2)[..., None]
-        p.o.copy_(o), p.lse.copy_((m.squeeze(-1) + e.sum(-1).log()))
+        p.o.copy_(o), p.lse.copy_(m.squeeze(-1) + e.sum(-1).log())
     return body
 
 

@@ -40,8 +40,7 @@ def _short_name(name: str, width: int = 60) -> str:
         if ch == "(" and depth == 0 and i > 0:
             short = short[:i]
             break
-    if short.startswith("void "):
-        short = short[5:]
+    short = short.removeprefix("void ")
     return short if len(short) <= width else short[: width - 3] + "..."
 
 

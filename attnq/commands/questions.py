@@ -4,27 +4,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 from attnq.commands.reflect import (
     add_common_args,
+    add_output_args,
     open_bank,
     open_store,
+    output_target,
+    positive_int,
     record_cli_event,
     settings_from,
 )
-from harness.errors import InputError, QuestionBankError
+from harness.errors import QuestionBankError
 from questions.bank import (
     LAYERS,
     TRIGGERS,
     Bank,
+    dumps_bank,
     export_bank,
     import_bank,
     load_bank,
     load_bank_file,
     validate_bank,
 )
+from questions.text import printable
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -35,8 +41,8 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(Bank(questions=qs, sources=bank.sources).model_dump_json(indent=2))
         return 0
-    for q in qs:
-        print(f"{q.id:40s} {q.layer:26s} {','.join(q.triggers)}\n    {q.text}")
+    for q in qs:  # printable: text stored by an older attnq may hold control characters
+        print(f"{q.id:40s} {q.layer:26s} {','.join(q.triggers)}\n    {printable(q.text)}")
     cov = bank.coverage()
     print(f"\n{len(qs)} of {len(bank.questions)} questions; per trigger: "
           + ", ".join(f"{t} {sum(cov[t].values())} ({len(cov[t])} layers)" for t in TRIGGERS))
@@ -64,13 +70,10 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS, add_question
+    from questions.human import add_question, check_question_text
 
     started = time.monotonic()
-    n = len(" ".join(args.text.split()))
-    if not MIN_QUESTION_CHARS <= n <= MAX_QUESTION_CHARS:
-        raise InputError(f"the question must have {MIN_QUESTION_CHARS} to {MAX_QUESTION_CHARS} characters "
-                         f"(got {n})")
+    check_question_text(args.text)  # before the store is opened: bad input leaves no trace
     _, store = open_store(args)
     with store:
         res = add_question(store, args.text, triggers=args.trigger, layer=args.layer)
@@ -79,21 +82,41 @@ def _add(args: argparse.Namespace) -> int:
     if args.json:
         print(res.model_dump_json(indent=2))
     else:
-        print(f"recorded question #{res.record.id} in campaign {res.record.campaign_id}; "
+        what = "already recorded" if res.already_recorded else "recorded"
+        print(f"{what} question #{res.record.id} in campaign {res.record.campaign_id}; "
               f"asked in {len(res.campaigns)} campaign(s): {', '.join(res.campaigns)}")
         if res.promoted:
             print(f"promoted into the bank as {res.promoted.id}")
         elif res.promotion_error:
-            print(f"not promoted: {res.promotion_error}")
+            print(f"not promoted: {printable(res.promotion_error)}")
+    return 0
+
+
+def _demote(args: argparse.Namespace) -> int:
+    from questions.human import demote_question
+
+    started = time.monotonic()
+    _, store = open_store(args)
+    with store:
+        q = demote_question(store, args.question_id, args.reason)
+        record_cli_event(store, "questions.demote", args, started, {"demoted": q.id})
+    if args.json:
+        print(q.model_dump_json(indent=2))
+    else:
+        print(f"demoted {q.id} ({printable(q.text)}); it leaves the bank and is not promoted again")
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
+    target = output_target(args)
     settings, store = open_store(args)
     with store:
         bank = open_bank(settings, store)
-    path = export_bank(bank, args.file, fmt=args.format)
-    print(f"wrote {len(bank.questions)} questions to {path}")
+    if target is None:
+        sys.stdout.write(dumps_bank(bank, args.format or "toml"))
+        return 0
+    path = export_bank(bank, target, fmt=args.format)
+    print(f"wrote {len(bank.questions)} questions to {path}", file=sys.stderr)
     return 0
 
 
@@ -134,18 +157,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_common_args(s)
     s.set_defaults(handler=_list)
     s = sub.add_parser("stats", help="effectiveness: how often the next attempts improved the best geomean")
-    s.add_argument("--horizon", type=int, default=3, help="attempts after a question that count (default 3)")
+    s.add_argument("--horizon", type=positive_int, default=3, help="attempts after a question that count (default 3)")
     add_common_args(s)
     s.set_defaults(handler=_stats)
     s = sub.add_parser("add", help="record a question a person asked (promoted when asked in >= 2 campaigns)")
-    s.add_argument("text")
+    s.add_argument("text", help="ONE question ending in '?'")
     s.add_argument("--trigger", action="append", choices=TRIGGERS, default=None, help="repeatable")
     s.add_argument("--layer", choices=LAYERS, default=None)
     add_common_args(s)
     s.set_defaults(handler=_add)
-    s = sub.add_parser("export", help="write the layered bank to FILE (.toml or .json)")
-    s.add_argument("file", type=Path)
-    s.add_argument("--format", choices=("toml", "json"), default=None, help="default: from the suffix")
+    s = sub.add_parser("demote", aliases=["remove"], help="take a promoted question out of the bank for good",
+                       description="Remove a promoted question (id from `attnq questions list`, origin promoted) from "
+                                   "the bank. Questions similar to it are no longer promoted; the people's records "
+                                   "stay. Built-in and imported questions live in bank files: edit those.")
+    s.add_argument("question_id")
+    s.add_argument("--reason", default="demoted by a person", help="why (kept with the demotion)")
+    add_common_args(s)
+    s.set_defaults(handler=_demote)
+    s = sub.add_parser("export", help="write the layered bank to FILE (.toml or .json; stdout without FILE)")
+    add_output_args(s)
+    s.add_argument("--format", choices=("toml", "json"), default=None, help="default: from the suffix (toml on stdout)")
     add_common_args(s, json_flag=False)
     s.set_defaults(handler=_export)
     s = sub.add_parser("import", help="validate FILE and add it to the workspace's banks (<state_dir>/banks)")

@@ -6,11 +6,13 @@ Also holds the helpers the question commands share (``--workspace``/``--campaign
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 from typing import Any
 
 from harness.config import Settings
+from harness.errors import InputError
 from harness.store import CampaignStore
 from questions.bank import TRIGGERS, Bank, load_bank
 
@@ -23,10 +25,65 @@ def add_common_args(p: argparse.ArgumentParser, *, json_flag: bool = True) -> No
         p.add_argument("--json", action="store_true", help="print the result model as JSON")
 
 
+def positive_int(text: str) -> int:
+    """argparse ``type=``: an integer >= 1 (``--horizon 0`` and ``-1`` are refused, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse ``type=``: a finite number > 0 (``0``, ``-1``, ``nan``, ``inf`` and ``1e400`` are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def add_output_args(p: argparse.ArgumentParser) -> None:
+    """``[FILE]`` or ``-o/--output FILE`` (the same for every command that writes a file; ``-`` is stdout)."""
+    p.add_argument("file", nargs="?", type=Path, default=None, help="output file (default: stdout)")
+    p.add_argument("-o", "--output", type=Path, default=None, help="output file, the same as FILE")
+
+
+def output_target(args: argparse.Namespace) -> Path | None:
+    """The file named by FILE or ``-o`` (None: stdout). Raises InputError when both name different files."""
+    a, b = getattr(args, "file", None), getattr(args, "output", None)
+    if a is not None and b is not None and a != b:
+        raise InputError(f"two output files given ({a} and {b}): give FILE or -o FILE")
+    target = a if a is not None else b
+    return None if target is None or str(target) == "-" else target
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
-    """Settings from the environment, with ``--workspace`` applied."""
+    """Settings from the environment, with ``--workspace`` applied.
+
+    Raises:
+        InputError: the workspace (``--workspace`` or ``ATTNQ_WORKSPACE``) is not an existing directory; a
+            typo must not become a new, empty workspace on the first write.
+    """
     ws = getattr(args, "workspace", None)
-    return Settings(workspace=ws) if ws is not None else Settings()
+    settings = Settings(workspace=ws) if ws is not None else Settings()
+    check_workspace(settings.workspace)
+    return settings
+
+
+def check_workspace(workspace: Path) -> None:
+    """InputError unless ``workspace`` is an existing directory."""
+    try:
+        ok = workspace.is_dir()
+    except OSError as exc:
+        raise InputError(f"workspace {workspace}: {exc.strerror or exc}") from None
+    if not ok:
+        what = "is not a directory" if workspace.exists() else "does not exist"
+        raise InputError(f"workspace {workspace} {what}: create it first or fix the path")
 
 
 def open_store(args: argparse.Namespace, *, create: bool = True) -> tuple[Settings, CampaignStore]:

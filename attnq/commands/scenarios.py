@@ -11,13 +11,20 @@ from harness.scenarios import load_suite
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``attnq scenarios``."""
     p = sub.add_parser("scenarios", help="list the scenarios of a suite")
-    p.add_argument("--suite", default="full", help="quick | full | production | path to a suite .toml (default: full)")
+    p.add_argument("--suite", default=None,
+                   help="quick | full | production | path to a suite .toml (default: ATTNQ_SUITE or quick, as verify)")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Handler: print the suite (table or JSON); errors propagate as AttnqError."""
+    if args.suite is None:
+        from harness.config import Settings
+
+        args.suite = Settings().suite
     suite = load_suite(args.suite)
     if args.json:
         rows = [{"id": s.id, **s.model_dump(exclude_none=True), "flops": s.flops,

@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "SDPA backends), fa3 (FlashAttention-3; needs flash_attn_interface importable)")
     p.add_argument("--arch", default=None, help="nvcc arch (default sm_90a)")
     p.add_argument("--gpu", type=int, default=None, help="CUDA device index")
-    p.add_argument("--goal", type=float, default=None, help="goal geomean speedup (default 1.0)")
+    p.add_argument("--goal", type=float, default=None, help="goal geomean speedup, finite and > 0 (default 1.0)")
     p.add_argument("--goal-against", choices=["original", "cudnn", "flash", "fa3"], default=None,
                    help="what the goal's geomean is measured against (default: ATTNQ_GOAL_ANCHOR or original)")
     p.add_argument("--scenario", action="append", default=None, help="run only this scenario id (repeatable)")

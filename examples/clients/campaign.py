@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A scripted MCP client that runs a short attnq campaign over stdio and prints what it sees.
 
-    python examples/clients/campaign.py [--workspace DIR] [--suite quick] [--server "attnq serve"]
+    python examples/clients/campaign.py [--workspace DIR] [--suite quick] [--server "python -m attnq serve"]
 
 get_task -> compile_kernel(original) -> verify_kernel(suite) (polling get_verification while the
 answer is state=running) -> reflect -> declare(done) -> campaign_status. It uses only the official
@@ -106,7 +106,8 @@ async def run(args: argparse.Namespace) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--server", default="attnq serve", help='server command line (default: "attnq serve")')
+    here = shlex.join([os.path.abspath(sys.executable), "-m", "attnq", "serve"])  # no PATH lookup needed
+    parser.add_argument("--server", default=here, help=f'server command line (default: "{here}")')
     parser.add_argument("--workspace", default=None, help="workspace passed to the server (default: its cwd)")
     parser.add_argument("--kernel", default=None, help="kernel to compile and verify (default: the original)")
     parser.add_argument("--suite", default="quick", help="suite for verify_kernel (default: quick)")

@@ -71,7 +71,7 @@ def main() -> None:
     path = Path(__file__).resolve().parents[1] / "attn_fast.cu"
     text = path.read_text()
     first = BEGIN.splitlines(keepends=True)[0]
-    new, n = re.subn(re.escape(first) + r".*?" + re.escape(END), lambda _: block(), text, flags=re.S)
+    new, n = re.subn(re.escape(first) + r".*?" + re.escape(END), lambda _: block(), text, flags=re.DOTALL)
     if n != 1:
         sys.exit(f"{path}: expected one GENERATED block, found {n}")
     path.write_text(new)

@@ -34,7 +34,7 @@ if mode == "fail":
     sys.exit(3)
 if mode == "empty":
     sys.exit(0)
-parent = re.search(r"## Parent source \(program A\)\n\n```cuda\n(.*?)\n```", brief, re.S).group(1)
+parent = re.search(r"## Parent source \(program A\)\n\n```cuda\n(.*?)\n```", brief, re.DOTALL).group(1)
 question = os.environ.get("ATTNQ_EVOLVE_QUESTION_ID") or os.environ.get("ATTNQ_EVOLVE_ARM", "")
 knob = ("TILE", "UNROLL", "BLOCK")[int(hashlib.sha256(question.encode()).hexdigest(), 16) % 3]
 step = {"TILE": lambda v: v * 4 if v < 16384 else 1024, "UNROLL": lambda v: 4 if v != 4 else 1,
