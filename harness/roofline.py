@@ -12,6 +12,7 @@ Units: FLOPs per call, bytes per call, ms, TFLOP/s (1e12 FLOP/s), TB/s (1e12 B/s
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from typing import Literal
@@ -36,8 +37,20 @@ _ID_RE = re.compile(r"^(?P<group>.+)/b(?P<b>\d+)-(?:s(?P<s>\d+)|sq(?P<sq>\d+)-sk
                     r"h(?P<hq>\d+)(?:x(?P<hkv>\d+))?-d(?P<d>\d+)-(?P<c>causal|noncausal)-(?P<dt>bf16|fp16)$")
 
 
+@functools.cache
+def _builtin_scenarios() -> dict[str, Scenario]:
+    """Every scenario of the built-in suites by id (named scenarios carry fields their id does not spell out)."""
+    from harness.scenarios import list_suites, load_suite
+
+    return {sc.id: sc for name in list_suites() for sc in load_suite(name).scenarios}
+
+
 def scenario_from_id(scenario_id: str) -> Scenario | None:
-    """The scenario an id names (ids derive from the shape, see ``Scenario.id``); None if it is not such an id."""
+    """The scenario an id names: a built-in suite's scenario of that id, else the shape the id spells out
+    (``Scenario.id``); None if it is neither."""
+    known = _builtin_scenarios().get(scenario_id)
+    if known is not None:
+        return known
     m = _ID_RE.match(scenario_id)
     if not m:
         return None
