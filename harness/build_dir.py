@@ -25,8 +25,9 @@ STALE_AFTER_S = 600.0
 
 
 #: Characters nvcc cannot take in a path: it runs its stages through ``sh -c`` with each path inside double
-#: quotes, so these end or escape the quoting ("Syntax error: Unterminated quoted string").
-NVCC_UNSAFE_PATH_CHARS = '"$`\\'
+#: quotes, so these end or escape the quoting ("Syntax error: Unterminated quoted string"); a line break
+#: ends the file name in the line directives of its intermediate files ("... is not a valid filename").
+NVCC_UNSAFE_PATH_CHARS = '"$`\\\n\r'
 
 
 def check_nvcc_path(path: Path, what: str) -> None:
