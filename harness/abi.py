@@ -74,6 +74,7 @@ def make_params(
     num_sms: int,
     workspace: Any = None,
     workspace_bytes: int = 0,
+    data_ptrs: bool = True,
 ) -> AttnFwdParams:
     """Fill :class:`AttnFwdParams` from CUDA tensors.
 
@@ -82,6 +83,7 @@ def make_params(
         k, v: ``[batch, seqlen_k, num_heads_kv, head_dim]``, same dtype.
         lse: ``[batch, num_heads_q, seqlen_q]`` fp32, contiguous.
         workspace: a device pointer (int) or None.
+        data_ptrs: False leaves every pointer NULL (shapes and strides only: tensors may be on "meta").
     Raises:
         AbiError: on a dtype, shape or layout the ABI cannot express.
     """
@@ -102,7 +104,8 @@ def make_params(
     p = AttnFwdParams()
     p.abi_version = ABI_VERSION
     p.dtype = dtypes[q.dtype]
-    p.q, p.k, p.v, p.o, p.lse = (t.data_ptr() for t in (q, k, v, o, lse))
+    if data_ptrs:
+        p.q, p.k, p.v, p.o, p.lse = (t.data_ptr() for t in (q, k, v, o, lse))
     for name, t in (("q", q), ("k", k), ("v", v), ("o", o)):
         setattr(p, f"{name}_batch_stride", t.stride(0))
         setattr(p, f"{name}_row_stride", t.stride(1))
@@ -115,6 +118,32 @@ def make_params(
     p.workspace_bytes = workspace_bytes
     p.num_sms = num_sms
     return p
+
+
+def params_bytes(p: AttnFwdParams) -> bytes:
+    """The struct's bytes (what crosses to the launcher process)."""
+    return ctypes.string_at(ctypes.addressof(p), ctypes.sizeof(p))
+
+
+def params_from_bytes(data: bytes) -> AttnFwdParams:
+    """Inverse of :func:`params_bytes`. Raises AbiError on a wrong size."""
+    if len(data) != ctypes.sizeof(AttnFwdParams):
+        raise AbiError(f"params of {len(data)} bytes, expected {ctypes.sizeof(AttnFwdParams)}")
+    return AttnFwdParams.from_buffer_copy(data)
+
+
+#: Pointer fields of the struct (the data the workspace query must not see).
+POINTER_FIELDS = ("q", "k", "v", "o", "lse", "workspace")
+
+
+def null_data_copy(p: AttnFwdParams) -> AttnFwdParams:
+    """A copy of ``p`` whose q, k, v, o, lse and workspace are NULL (and workspace_bytes 0): what
+    ``attn_fwd_workspace_bytes`` is called with (kernels/attn_abi.h), so the query cannot see or touch data."""
+    c = params_from_bytes(params_bytes(p))
+    for f in POINTER_FIELDS:
+        setattr(c, f, None)
+    c.workspace_bytes = 0
+    return c
 
 
 class KernelLibrary:

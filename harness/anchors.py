@@ -11,7 +11,6 @@ times. A scenario an anchor cannot run gets no anchor time (``ScenarioResult.anc
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, get_args
@@ -96,15 +95,8 @@ def fa3_runner(torch: Any, causal: bool, q: Any, k: Any, v: Any, softmax_scale: 
     (FA3 returns a tensor or ``(out, lse)`` depending on its version; both are handled). Tries
     ``num_splits=FA3_NUM_SPLITS`` first, then FA3's defaults (builds without that argument).
     """
-    fa3 = load_fa3()
-
-    def run(**extra: Any) -> Any:
-        with torch.no_grad():
-            out = fa3.flash_attn_func(q, k, v, softmax_scale=softmax_scale, causal=causal, **extra)
-        return out[0] if isinstance(out, (tuple, list)) else out
-
     for extra in ({"num_splits": FA3_NUM_SPLITS}, {}):
-        fn = functools.partial(run, **extra)
+        fn = fa3_bound(torch, causal, q, k, v, softmax_scale, extra)
         try:
             fn()
             torch.cuda.synchronize()
@@ -112,3 +104,18 @@ def fa3_runner(torch: Any, causal: bool, q: Any, k: Any, v: Any, softmax_scale: 
             continue
         return fn
     return None
+
+
+def fa3_bound(torch: Any, causal: bool, q: Any, k: Any, v: Any, softmax_scale: float,
+              extra: dict[str, Any]) -> Callable[[], Any]:
+    """The zero-argument FA3 call of :func:`fa3_runner` without its trial call (``extra``: the keyword
+    arguments a trial found usable, ``fn.keywords`` of a runner); tensors as there."""
+    fa3 = load_fa3()
+
+    def run() -> Any:
+        with torch.no_grad():
+            out = fa3.flash_attn_func(q, k, v, softmax_scale=softmax_scale, causal=causal, **extra)
+        return out[0] if isinstance(out, (tuple, list)) else out
+
+    run.keywords = dict(extra)  # type: ignore[attr-defined]
+    return run

@@ -69,57 +69,150 @@ def first_written_guard(written: list[int] | list[float], names: list[str]) -> s
 
 
 #: Layout of :func:`timed_sample_values`: inputs unchanged (1/0), poison left in o/lse (count), lse
-#: finite masks equal (1/0), max|o - original|, max|lse - original| over finite rows; then one
-#: written-element count per guard band.
-TIMED_SAMPLE_FIELDS = ("inputs_same", "unwritten", "lse_finite_same", "d_o", "d_lse")
+#: finite masks equal (1/0), max|o - original|, max|lse - original| over finite rows; on the sampled
+#: rows against the fp32 reference: the candidate's and the original's max |o - ref|, max|ref o|, the
+#: candidate's and the original's max |lse - ref| (finite rows), max|ref lse|, rows disagreeing on
+#: lse = +inf (or NaN/-inf); the determinism repeat's outputs bit-equal to draw 0's (1/0; 1 when the
+#: call is no repeat); max|o| of the original's output (the bound's scale); then one written-element
+#: count per guard band.
+TIMED_SAMPLE_FIELDS = ("inputs_same", "unwritten", "lse_finite_same", "d_o", "d_lse", "row_err_o", "row_err_o_orig",
+                       "row_ref_o_max", "row_err_lse", "row_err_lse_orig", "row_ref_lse_max", "row_inf_mismatch",
+                       "repeat_same", "orig_o_max")
+_HEAD = len(TIMED_SAMPLE_FIELDS)
+
+
+@dataclass(frozen=True)
+class RowSample:
+    """Query rows checked against the fp32 reference in one timed call: ``batch_idx``, ``head_idx`` int64
+    ``[P]`` (query heads), ``rows`` int64 ``[P, R]``."""
+
+    batch_idx: torch.Tensor
+    head_idx: torch.Tensor
+    rows: torch.Tensor
+
+
+def sample_rows(b: int, hq: int, sq: int, pairs: int, per_pair: int, gen: torch.Generator, device) -> RowSample:
+    """Random (batch, query head) pairs and random query rows in each (with replacement), drawn on ``device``."""
+    bi = torch.randint(0, b, (pairs,), generator=gen, device=device)
+    hi = torch.randint(0, hq, (pairs,), generator=gen, device=device)
+    rows = torch.randint(0, sq, (pairs, per_pair), generator=gen, device=device)
+    return RowSample(bi, hi, rows)
+
+
+def row_errors_t(o: torch.Tensor, lse: torch.Tensor, s: RowSample, o_ref: torch.Tensor,
+                 lse_ref: torch.Tensor) -> torch.Tensor:
+    """``[max|o - ref|, max|lse - ref|, inf/NaN mismatches]`` (fp32, on the device) of ``o [b, sq, hq, d]``,
+    ``lse [b, hq, sq]`` on the sampled rows; ``o_ref [P, R, d]``, ``lse_ref [P, R]`` from
+    harness.reference.attention_reference_rows. A NaN in o counts as an infinite error."""
+    o_rows = o[s.batch_idx[:, None], s.rows, s.head_idx[:, None]].float()
+    lse_rows = lse[s.batch_idx[:, None], s.head_idx[:, None], s.rows]
+    err_o = (o_rows - o_ref).abs().nan_to_num_(float("inf")).max() if o_rows.numel() else o_ref.new_zeros(())
+    ref_inf = torch.isposinf(lse_ref)
+    bad = (ref_inf != torch.isposinf(lse_rows)) | torch.isnan(lse_rows) | torch.isneginf(lse_rows)
+    both = ~ref_inf & torch.isfinite(lse_rows)
+    err_l = torch.where(both, (lse_rows - lse_ref).abs(), 0.0).max() if lse_rows.numel() else lse_ref.new_zeros(())
+    return torch.stack([err_o, err_l, bad.sum().float()])
 
 
 def timed_sample_values(inputs_same: torch.Tensor, o_c: torch.Tensor, lse_c: torch.Tensor, o_o: torch.Tensor,
-                        lse_o: torch.Tensor, guards_written: torch.Tensor) -> torch.Tensor:
+                        lse_o: torch.Tensor, guards_written: torch.Tensor, rows_c: torch.Tensor | None = None,
+                        rows_o: torch.Tensor | None = None, ref_max: torch.Tensor | None = None,
+                        repeat_same: torch.Tensor | None = None) -> torch.Tensor:
     """Every per-sample check of the timing loop as one float64 vector on the device (read back with one
     transfer), in the layout of ``TIMED_SAMPLE_FIELDS`` followed by ``guards_written``.
 
     Args:
-        inputs_same: 0-d bool, q, k and v bit-equal to the snapshot taken before the candidate's call.
+        inputs_same: 0-d bool, q, k and v bit-equal to the pristine copy the original ran on.
         o_c, lse_c: the candidate's output ``[b, sq, hq, d]`` (bf16/fp16) and lse ``[b, hq, sq]`` fp32.
         o_o, lse_o: the original's, on the same inputs.
         guards_written: int64 ``[num_guards]`` (harness.buffers.Buffers.guards_written).
+        rows_c, rows_o: :func:`row_errors_t` of the candidate and of the original (zeros when None).
+        ref_max: ``[max|ref o|, max|ref lse| over finite rows]`` on the sampled rows.
+        repeat_same: 0-d bool, the determinism repeat reproduced draw 0's bits (None: not a repeat).
     ``fin_same``: lse is +inf exactly on the original's +inf rows and finite elsewhere. ``d_o`` counts a NaN
-    difference as +inf (and an infinite one as the largest fp32); ``d_lse`` is 0 when no row is finite. Values are exact: counts < 2^53, the maxima are fp32 values.
+    difference as +inf; ``d_lse`` is 0 when no row is finite. Values are exact: counts < 2^53, maxima fp32.
     """
     unwritten = poison_count_t(o_c) + poison_count_t(lse_c)
     fin = torch.isfinite(lse_o)
-    # lse rows: +inf exactly where the original's is +inf (rows that see no key), finite everywhere else
-    # (NaN or -inf anywhere fails)
     fin_same = torch.where(torch.isposinf(lse_o), torch.isposinf(lse_c), torch.isfinite(lse_c)).all()
     zero = torch.zeros((), dtype=torch.float32, device=o_c.device)
     d_o = torch.sub(o_c.float(), o_o.float()).abs_().nan_to_num_(float("inf")).max() if o_c.numel() else zero
     d_l = torch.where(fin, (lse_c - lse_o).abs(), 0.0).max() if lse_c.numel() else zero
-    head = torch.stack([x.to(torch.float64) for x in (inputs_same, unwritten, fin_same, d_o, d_l)])
+    z3 = torch.zeros(3, dtype=torch.float32, device=o_c.device)
+    rc = z3 if rows_c is None else rows_c
+    ro = z3 if rows_o is None else rows_o
+    rm = torch.zeros(2, dtype=torch.float32, device=o_c.device) if ref_max is None else ref_max
+    rep = torch.ones((), dtype=torch.bool, device=o_c.device) if repeat_same is None else repeat_same
+    o_max = o_o.float().abs().nan_to_num_(0.0).max() if o_o.numel() else zero
+    head = torch.stack([x.to(torch.float64) for x in (inputs_same, unwritten, fin_same, d_o, d_l, rc[0], ro[0], rm[0],
+                                                       rc[1], ro[1], rm[1], rc[2], rep, o_max)])
     return torch.cat([head, guards_written.to(torch.float64)])
 
 
-def judge_timed_sample(values: list[float], n: int, tol: tuple[float, float],
+@dataclass(frozen=True)
+class TimedBounds:
+    """Bounds of a timed call, from the checked draws of its value kind. Against the original's whole
+    output: ``base_o`` (tolerance + the original's error, :func:`timed_bound_o` without its ulp term)
+    measured at outputs of magnitude ``ref_o_max``, scaled to the timed output's magnitude, plus one ulp
+    of the dtype (``mantissa_bits``) there; ``bound_lse`` on lse. ``tol_o``/``tol_lse``: the checked
+    calls' reference tolerance (applied per element on the sampled rows, never looser than 2 x the
+    original's error on those rows + the floor)."""
+
+    base_o: float
+    bound_lse: float
+    tol_o: float
+    tol_lse: float
+    ref_o_max: float = 1.0
+    mantissa_bits: int = 7
+
+    def bound_o(self, o_max: float) -> float:
+        """The whole-output bound for a timed call whose original output has max|o| = ``o_max``: errors of
+        correct kernels scale with the output, and each rounds to the dtype on its own (one ulp)."""
+        mag = max(2 * o_max, 1.0)
+        ulp = 2.0 ** (math.floor(math.log2(mag)) - self.mantissa_bits)
+        return self.base_o * max(1.0, o_max / max(self.ref_o_max, 1e-30)) + ulp
+
+    def merge(self, other: TimedBounds) -> TimedBounds:
+        """The looser of two (several checked draws of one kind)."""
+        return TimedBounds(max(self.base_o, other.base_o), max(self.bound_lse, other.bound_lse),
+                           max(self.tol_o, other.tol_o), max(self.tol_lse, other.tol_lse),
+                           min(self.ref_o_max, other.ref_o_max), self.mantissa_bits)
+
+
+def judge_timed_sample(values: list[float], n: int, tol: TimedBounds,
                        guard_names: list[str]) -> tuple[str, str, str] | None:
     """None when timed call ``n`` passes, else ``(failure_kind, check, message)`` of the first failed check,
     in the order: input_integrity, timed_output (unwritten), guard_bands, timed_output (lse +inf rows),
-    timed_output (``tol = (bound on max|o - original|, bound on max|lse - original|)``).
+    timed_output (whole output against the original), timed_output (sampled rows against the fp32
+    reference, the checked calls' tolerance), determinism (a repeat of draw 0 must give its bits).
     ``values``: :func:`timed_sample_values` read back (``.tolist()``)."""
-    inputs_same, unwritten, fin_same, d_o, d_l = values[:5]
+    (inputs_same, unwritten, fin_same, d_o, d_l, r_o, r_o_orig, ref_o, r_l, r_l_orig, ref_l, r_bad,
+     repeat_same, o_max) = values[:_HEAD]
     if not inputs_same:
         return "inputs_modified", "input_integrity", f"timed call {n} changed q, k or v"
     if unwritten:
         return "timed_output_wrong", "timed_output", f"timed call {n} left o/lse elements unwritten"
-    broken = first_written_guard(values[5:], guard_names)
+    broken = first_written_guard(values[_HEAD:], guard_names)
     if broken:
         return "out_of_bounds_write", "guard_bands", f"timed call {n}: out-of-bounds write: {broken}"
-    if not fin_same:
+    if not fin_same or r_bad:
         return ("timed_output_wrong", "timed_output",
                 f"timed call {n}: lse is not +inf on exactly the original's rows (or holds NaN/-inf)")
-    if not (d_o <= tol[0] and d_l <= tol[1]):  # written so that a NaN fails
+    bound_o = tol.bound_o(o_max)
+    if not (d_o <= bound_o and d_l <= tol.bound_lse):  # written so that a NaN fails
         return ("timed_output_wrong", "timed_output",
-                (f"timed call {n} on fresh inputs: max|o - original| = {d_o:.3g} (bound {tol[0]:.3g}), "
-                 f"max|lse - original| = {d_l:.3g} (bound {tol[1]:.3g}); outputs checked untimed were right"))
+                (f"timed call {n} on fresh inputs: max|o - original| = {d_o:.3g} (bound {bound_o:.3g}), "
+                 f"max|lse - original| = {d_l:.3g} (bound {tol.bound_lse:.3g}); outputs checked untimed were right"))
+    lim_o = max(tol.tol_o, 2 * r_o_orig + FLOOR_O * max(1.0, ref_o))
+    lim_l = max(tol.tol_lse, 2 * r_l_orig + FLOOR_LSE * max(1.0, ref_l))
+    if not (r_o <= lim_o and r_l <= lim_l):
+        return ("timed_output_wrong", "timed_output",
+                (f"timed call {n}, sampled rows against the fp32 reference: max|o - ref| = {r_o:.3g} (tolerance "
+                 f"{lim_o:.3g}), max|lse - ref| = {r_l:.3g} (tolerance {lim_l:.3g}): the checked calls' rule"))
+    if not repeat_same:
+        return ("nondeterministic", "determinism",
+                (f"timed call {n} repeated draw 0's inputs (reordered) and did not reproduce its bits: a race "
+                 "(missing barrier, unordered atomics?)"))
     return None
 
 
@@ -198,7 +291,7 @@ def ulp_at(magnitude: float, dtype: torch.dtype) -> float:
     return 2.0 ** (math.floor(math.log2(mag)) - MANTISSA_BITS[dtype])
 
 
-def timed_bound_o(tol_o: float, orig_err_o: float, max_abs_o: float, dtype: torch.dtype) -> float:
+def timed_bound_o(tol_o: float, orig_err_o: float, max_abs_o: float, dtype: torch.dtype, *, ulp: bool = True) -> float:
     """Bound on max|o_candidate - o_original| for the output of a timed call on fresh inputs.
 
     By the triangle inequality a candidate within ``tol_o`` of the reference differs from the original
@@ -206,6 +299,7 @@ def timed_bound_o(tol_o: float, orig_err_o: float, max_abs_o: float, dtype: torc
     at the output's magnitude: on new inputs each kernel rounds its fp32 result to the dtype on its
     own, and two correct kernels can land on adjacent representable values where the checked draw's
     errors happened to be smaller (seen on an H200: 0.0039 = 1 bf16 ulp in [0.5, 1) against a bound
-    of 0.0034 from the checked draw).
+    of 0.0034 from the checked draw). ``ulp=False`` leaves the ulp out (TimedBounds adds it at the timed
+    output's own magnitude).
     """
-    return tol_o + orig_err_o + ulp_at(max_abs_o, dtype)
+    return tol_o + orig_err_o + (ulp_at(max_abs_o, dtype) if ulp else 0.0)

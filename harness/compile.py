@@ -462,14 +462,13 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
 
     if policy:
         raise_violations(scan_source_includes(text, str(source)))
-        raise_violations([v for f, t in [(str(source), text), *((str(h), Path(h).read_text(errors="replace"))
-                                                                for h in headers)]
-                          for v in scan_driver_entry_points(t, f)])
         pre = _run_nvcc([nvcc, "-E", *[f for f in flags if f not in ("-Xptxas", "-v")], str(source)],
                         timeout_s, source.parent)
         if pre.returncode != 0:
             _raise_for_failure(parse_diagnostics(pre.stderr + "\n" + pre.stdout), pre.stderr, policy, "preprocessing")
-        raise_violations(scan_preprocessed(pre.stdout, _owned_predicate(nvcc)))
+        owned = _owned_predicate(nvcc)
+        # the driver entry-point rule is judged on the preprocessed text: comments gone, macros expanded
+        raise_violations(scan_preprocessed(pre.stdout, owned) + scan_driver_entry_points(pre.stdout, owned))
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     sweep_stale_builds(cache_dir)

@@ -31,8 +31,8 @@ _REF_BLOCK = 1 << 30
 class PeakEstimate(BaseModel):
     """Estimated peak device memory of one scenario in the worker, bytes, by part."""
 
-    buffers: int  # inputs and outputs in their layouts, guards, lse, the strided q/o of later draws
-    copies: int  # private copies of q, k, v; the determinism and original outputs
+    buffers: int  # the candidate's and the original's arenas: inputs and outputs in their layouts, lse, guards
+    copies: int  # draw 0's inputs and outputs kept for the determinism repeats, and their permuted replays
     reference: int  # the fp32 reference (outputs, upcast k/v chunk, score block) and the error statistics
     total: int
 
@@ -42,18 +42,22 @@ class PeakEstimate(BaseModel):
 
 
 def estimate_peak_bytes(sc: Scenario) -> PeakEstimate:
-    """An upper estimate of the device memory the worker holds at once for ``sc`` (2-byte elements for
-    q, k, v, o; fp32 for lse and the reference), without the CUDA context and the flush buffer."""
+    """An upper estimate of the device memory the worker (the checker, harness/checker.py) holds at once
+    for ``sc`` (2-byte elements for q, k, v, o; fp32 for lse and the reference), without the CUDA context,
+    the flush buffer and the kernels' workspaces. Two arenas (harness/buffers.py): the candidate's and the
+    original's, regions sized for the declared layout's storage, else for the padded drawn layouts."""
     el = 2
     n_q = sc.batch * sc.seqlen_q * sc.num_heads_q * sc.head_dim
     n_kv = sc.batch * sc.seqlen_k * sc.num_heads_kv * sc.head_dim
     n_lse = sc.batch * sc.num_heads_q * sc.seqlen_q
-    stor = storage_elements(sc)
-    buffers = sum(stor.values()) * el + len(stor) * _GUARDS + 4 * n_lse + _GUARDS
-    if sc.layout is None:  # later draws: q and o with a padded head stride, next to the dense ones
-        padded = sc.batch * sc.seqlen_q * sc.num_heads_q * (sc.head_dim + 8)
-        buffers += 2 * padded * el + 2 * _GUARDS
-    copies = (n_q + 2 * n_kv) * el + 2 * (n_q * el + 4 * n_lse)
+    if sc.layout is not None:
+        stor = storage_elements(sc)
+    else:  # every region sized for a head stride of head_dim + 8 (harness.buffers.PAD)
+        w = (sc.head_dim + 8) / sc.head_dim
+        stor = {"q": int(n_q * w), "k": int(n_kv * w), "v": int(n_kv * w), "o": int(n_q * w)}
+    arena = sum(stor.values()) * el + (len(stor) + 2) * _GUARDS + 4 * n_lse
+    buffers = 2 * arena
+    copies = 2 * ((2 * n_q + 2 * n_kv) * el + 4 * n_lse)
     # reference: o and lse fp32, k and v upcast for a chunk of heads, the score block (+ a temporary), q chunk
     chunk_heads = max(1, min(sc.num_heads_q, (_REF_BLOCK // 4) // max(1, sc.batch * 1024 * sc.seqlen_k)))
     kv_chunk = 2 * 4 * sc.batch * chunk_heads * sc.seqlen_k * sc.head_dim

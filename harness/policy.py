@@ -23,6 +23,7 @@ The lists below are the reviewable data; docs/compile.md explains each decision.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import re
 import shutil
@@ -194,7 +195,8 @@ def policy_fingerprint() -> str:
 
 
 class PolicyViolation(BaseModel):
-    """One refused item. ``kind``: header | symbol | library | instruction; ``file``/``line`` for headers."""
+    """One refused item. ``kind``: header | symbol | library | instruction | entry_point; ``file``/``line``
+    for headers and entry points."""
 
     kind: str
     name: str
@@ -206,7 +208,7 @@ class PolicyViolation(BaseModel):
         """One human line naming the item (and where, for a header)."""
         where = f"{self.file}:{self.line}: " if self.file else ""
         what = {"header": "#include", "symbol": "imported symbol", "library": "linked library",
-                "instruction": "host instruction"}.get(self.kind, self.kind)
+                "instruction": "host instruction", "entry_point": "call of"}.get(self.kind, self.kind)
         return f"{where}{what} `{self.name}` is not allowed: {self.reason}"
 
 
@@ -406,21 +408,81 @@ _SYSCALL_RE = re.compile(r"^\s*[0-9a-f]+:\s.*?\b(syscall|sysenter|int\s+\$0x80)\
 
 
 _ENTRY_POINT_RE = re.compile(r"\bcudaGetDriverEntryPoint\w*")
-_ENTRY_POINT_OK = re.compile(r"\s*\(\s*\"cuTensorMap\w*\"")
+#: The one family of driver functions a candidate may resolve: TMA tensor maps (cuTensorMapEncodeTiled, ...).
+ENTRY_POINT_ALLOWED_RE = re.compile(r"cuTensorMap[A-Za-z0-9_]*")
+_TOKEN_RE = re.compile(r"""
+    (?P<str>"(?:\\.|[^"\\\n])*")            # a plain string literal
+  | (?P<pstr>(?:u8|u|U|L)?R?"|(?:u8|u|U|L)')    # a prefixed or raw literal: never a plain name
+  | (?P<chr>'(?:\\.|[^'\\\n])*')
+  | (?P<id>[A-Za-z_]\w*)
+  | (?P<ws>\s+)
+  | (?P<punct>.)""", re.VERBOSE | re.DOTALL)
 
 
-def scan_driver_entry_points(text: str, file: str) -> list[PolicyViolation]:
-    """Uses of ``cudaGetDriverEntryPoint*`` other than a direct call naming a ``cuTensorMap*`` function
-    in a string literal. The allow-list admits the entry-point API only to build TMA tensor maps: any
-    other driver function (stream creation, memory, module loading) would bypass the symbol policy,
-    and so would an alias, a function pointer or a name computed at run time."""
+def entry_point_name_allowed(name: str) -> bool:
+    """True when ``name`` (the whole driver function name) may be resolved: ``cuTensorMap*`` only."""
+    return ENTRY_POINT_ALLOWED_RE.fullmatch(name) is not None
+
+
+def _literal_first_argument(text: str, pos: int) -> str | None:
+    """The first call argument starting after ``text[pos]`` == "(" when it is made only of adjacent
+    plain string literals (concatenated, as the compiler does), else None."""
+    parts: list[str] = []
+    for m in _TOKEN_RE.finditer(text, pos):
+        kind = m.lastgroup
+        if kind == "ws":
+            continue
+        if kind == "str":
+            parts.append(m.group(0)[1:-1])
+            continue
+        if kind == "punct" and m.group(0) in ",)" and parts:
+            return "".join(parts)
+        return None
+    return None
+
+
+def owned_lines(text: str, is_owned: Callable[[str], bool]) -> list[tuple[str, int, str]]:
+    """``(file, line, text)`` of every line of ``nvcc -E`` output that comes from a candidate-owned file
+    (line markers ``# N "file" flags`` followed; system-flagged and toolkit files are not owned)."""
+    cur, line, system = "", 1, False
+    out: list[tuple[str, int, str]] = []
+    for raw in text.splitlines():
+        m = _MARKER_RE.match(raw) if raw.startswith("# ") else None
+        if m:
+            cur, line, system = m.group(2), int(m.group(1)), "3" in m.group(3).split()
+            continue
+        if cur and not system and is_owned(cur):
+            out.append((cur, line, raw))
+        line += 1
+    return out
+
+
+def scan_driver_entry_points(preprocessed: str, is_owned: Callable[[str], bool]) -> list[PolicyViolation]:
+    """Uses of ``cudaGetDriverEntryPoint*`` in the candidate's own code, judged on the preprocessed
+    source (``nvcc -E``: comments are gone, macros expanded, token pasting done), other than a direct
+    call whose first argument is a string literal (adjacent literals concatenated, as the compiler
+    does) naming a ``cuTensorMap*`` function as a WHOLE (``"cuTensorMap" "X"`` is judged as
+    ``cuTensorMapX``; an escape, a prefix, a computed or stringified-other name is refused). The
+    allow-list admits the entry-point API only to build TMA tensor maps: any other driver function
+    (stream creation, memory, module loading) would bypass the symbol policy, and so would an alias
+    or a function pointer. The launcher enforces the same rule at run time (harness/launcher.py)."""
+    lines = owned_lines(preprocessed, is_owned)
+    joined = "\n".join(t for _, _, t in lines)
+    starts = [0]
+    for _, _, t in lines:
+        starts.append(starts[-1] + len(t) + 1)
     out = []
-    for m in _ENTRY_POINT_RE.finditer(text):
-        if not _ENTRY_POINT_OK.match(text, m.end()):
-            line = text.count("\n", 0, m.start()) + 1
-            out.append(PolicyViolation(kind="symbol", name=m.group(0), file=file, line=line, reason=(
-                "driver entry points are allowed only as a direct call with a string-literal cuTensorMap* name "
-                "(TMA tensor maps); other driver functions bypass the symbol policy")))
+
+    for m in _ENTRY_POINT_RE.finditer(joined):
+        nxt = re.compile(r"\s*\(").match(joined, m.end())
+        name = _literal_first_argument(joined, nxt.end()) if nxt else None
+        if name is not None and entry_point_name_allowed(name):
+            continue
+        file, line, _ = lines[bisect.bisect_right(starts, m.start()) - 1]
+        shown = f" (resolves {name!r})" if name is not None else ""
+        out.append(PolicyViolation(kind="entry_point", name=m.group(0), file=file, line=line, reason=(
+            f"driver entry points are allowed only as a direct call whose name is a string literal naming a "
+            f"cuTensorMap* function{shown}; other driver functions bypass the symbol policy")))
     return out
 
 

@@ -96,3 +96,47 @@ def attention_reference(
             lse[:, h0:h1, i0:i1] = (m + den.log()).masked_fill_(empty, float("inf")).squeeze(-1)
             del s, oh
     return o, lse
+
+
+def attention_reference_rows(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    batch_idx: torch.Tensor,
+    head_idx: torch.Tensor,
+    rows: torch.Tensor,
+    *,
+    softmax_scale: float | None = None,
+    causal: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`attention_reference` on sampled query rows only (the timed calls' check, harness/checker.py).
+
+    Same semantics and fp32 arithmetic as the full reference (bottom-right causal, GQA, empty rows
+    ``o = 0``, ``lse = +inf``); only the summation order of the matmuls may differ (~1e-6 relative).
+
+    Args:
+        q: ``[batch, seqlen_q, num_heads_q, head_dim]``; k, v: ``[batch, seqlen_k, num_heads_kv, head_dim]``;
+            any float dtype and strides (upcast to fp32, never modified).
+        batch_idx, head_idx: int64 ``[P]``: the batch entry and QUERY head of each sampled (batch, head) pair.
+        rows: int64 ``[P, R]``: query rows of each pair.
+    Returns:
+        ``(o, lse)``: o ``[P, R, head_dim]`` fp32 and lse ``[P, R]`` fp32.
+    """
+    sq, hq, d = q.shape[1], q.shape[2], q.shape[3]
+    sk, hk = k.shape[1], k.shape[2]
+    scale = 1.0 / math.sqrt(d) if softmax_scale is None else float(softmax_scale)
+    kv_idx = head_idx // (hq // hk)
+    qs = q[batch_idx[:, None], rows, head_idx[:, None], :].float().mul(scale)  # [P, R, d]
+    ks = k[batch_idx, :, kv_idx, :].float()  # [P, sk, d]
+    vs = v[batch_idx, :, kv_idx, :].float()
+    s = torch.matmul(qs, ks.transpose(-1, -2))  # [P, R, sk]
+    if causal:
+        cols = torch.arange(sk, device=q.device).view(1, 1, sk)
+        s.masked_fill_(cols > (rows + (sk - sq)).unsqueeze(-1), float("-inf"))
+    m = s.amax(dim=-1, keepdim=True) if sk else torch.full((*rows.shape, 1), float("-inf"), device=q.device)
+    empty = torch.isneginf(m)
+    s.sub_(m.masked_fill(empty, 0.0)).exp_()
+    den = s.sum(dim=-1, keepdim=True)
+    o = torch.matmul(s, vs).div_(den.masked_fill(empty, 1.0)).masked_fill_(empty, 0.0)
+    lse = (m + den.log()).masked_fill_(empty, float("inf")).squeeze(-1)
+    return o, lse

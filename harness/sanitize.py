@@ -252,8 +252,6 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         from harness.abi import load_kernel, make_params
-        from harness.buffers import Buffers
-        from harness.checks import poison_
 
         job = SanitizeJob.model_validate_json(Path(args.job).read_text())
         got = hashlib.sha256(Path(job.candidate_lib).read_bytes()).hexdigest()
@@ -268,15 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     for index, sc in enumerate(job.scenarios):
         dtype = torch.bfloat16 if sc.dtype == "bf16" else torch.float16
         gen = torch.Generator(device="cuda").manual_seed((job.seed * 1_000_003 + index) % (1 << 63))
-        bufs = Buffers(torch, sc, dtype, guard_bytes=0)
-        bufs.set_layout(strided=False, scale_factor=1.0)
-        bufs.fill_inputs(gen, "normal")
-        poison_(bufs.o_c), poison_(bufs.lse_c)
-        p = make_params(bufs.q, bufs.k, bufs.v, bufs.o_c, bufs.lse_c, softmax_scale=bufs.scale, causal=sc.causal,
+        views, lse = sanitizer_tensors(torch, sc, dtype, gen, "cuda")
+        p = make_params(views.q, views.k, views.v, views.o, lse, softmax_scale=sc.scale, causal=sc.causal,
                         num_sms=num_sms)
         nbytes = lib.workspace_bytes(p)
+        ws = None
         if nbytes:
-            ws = bufs.workspace(lib, nbytes)
+            ws = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
             p.workspace, p.workspace_bytes = ws.data_ptr(), nbytes
         torch.cuda.synchronize()
         print(f"{BEGIN} {index} {sc.id}", flush=True)
@@ -288,9 +284,27 @@ def main(argv: list[str] | None = None) -> int:
             return 3
         print(f"{END} {index} status={status}", flush=True)
         with contextlib.suppress(RuntimeError):
-            bufs.scrub()
-        del bufs
+            for t in (*views.storages, lse, *([ws] if ws is not None else [])):
+                t.zero_()
+        del views, lse, ws
     return 0
+
+
+def sanitizer_tensors(torch: Any, sc: Scenario, dtype: Any, gen: Any, device: str) -> tuple[Any, Any]:
+    """The sanitized call's tensors: ``(views, lse)`` with harness.layouts.Views of the scenario's layout
+    (declared, else dense), every storage its own exact allocation (no arena, no guard bands: an access past
+    a tensor leaves its allocation), inputs filled with the scenario's values (``normal`` for the others)
+    at its draw-0 softmax_scale, o and ``lse [batch, num_heads_q, seqlen_q]`` fp32 poisoned."""
+    from harness.buffers import fill_values
+    from harness.checks import poison_
+    from harness.layouts import DENSE, build_views
+
+    views = build_views(torch, sc, sc.layout or DENSE, dtype,
+                        lambda _name, shape, dt: torch.empty(shape, dtype=dt, device=device), lambda *_: None)
+    fill_values(torch, sc, views.targets, gen, "normal", sc.scale)
+    lse = poison_(torch.empty((sc.batch, sc.num_heads_q, sc.seqlen_q), dtype=torch.float32, device=device))
+    poison_(views.o)
+    return views, lse
 
 
 def to_sanitize(scenarios: list[Scenario], chosen_ids: list[str] | None, limit: int) -> list[Scenario]:

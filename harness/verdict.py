@@ -18,13 +18,15 @@ CHECKS = (
     "symbol_policy",        # compile: the built library imports only allow-listed symbols and libraries
     "abi",                  # compile/load: attn_fwd and attn_abi_version exported, ABI version matches
     "build_hash",           # the verdict names the sha256 of the exact library checked and timed
+    "load_limit",           # loading each library (its constructors) has its own short limit (20 s)
+    "sandbox",              # the candidate runs in its own confined process: no network, writes, processes
     "worker_isolation",     # fresh process; crash, hang, illegal address end in a verdict, harness goes on
     "memory_guard",         # a scenario's peak memory is estimated; one that cannot fit is refused before allocation
     "launch_status",        # attn_fwd returned nonzero (unsupported) or the launch failed
     "poisoned_output",      # o and lse poisoned with a NaN payload before every call: all must be written
     "input_integrity",      # q, k, v bit-identical after the call
     "guard_bands",          # poisoned regions around q, k, v, o and lse untouched after every call
-    "determinism",          # repeated calls (scenario `repeats`, default 2) on the same inputs give identical bits
+    "determinism",          # repeats of draw 0 (scenario `repeats` - 1, at least the job's; reordered, among the timed calls) reproduce its bits
     "finite_output",        # no NaN/Inf in o; lse finite except +inf exactly on rows that see no key
     "reference_tolerance",  # FlashAttention's rule: err <= 2 * original's err + floor; relative bound per dtype
     "exactness",            # one visible key returns its v exactly; no key gives 0; o within [min v, max v] of its keys
@@ -44,6 +46,7 @@ FailureKind = Literal[
     "out_of_bounds_write", # a guard region around an input or output was written
     "nondeterministic",   # two runs on the same inputs differ: a race
     "timed_output_wrong", # outputs of the timed calls did not match the checked outputs
+    "forbidden_call",     # the kernel asked the driver for a function the entry-point guard refuses
     "unsupported",        # attn_fwd returned nonzero
     "launch_error",       # a CUDA error after the call (bad launch configuration, too much smem)
     "illegal_memory_access",
@@ -177,6 +180,8 @@ class Verdict(BaseModel):
     phase_s: dict[str, float] = Field(default_factory=dict, description="wall_s broken down: compile, worker_start "
                                       "(process, torch, CUDA context, peak), check, reference, timing, timed_gpu, other")
     message: str | None = Field(default=None, description="why the run ended early, if it did")
+    sandbox: dict = Field(default_factory=dict, description="the candidate process's confinement as applied: "
+                          "landlock_abi, seccomp, caps_dropped, warnings (docs/checks.md)")
     scenarios: list[ScenarioResult] = Field(default_factory=list)
 
 

@@ -33,6 +33,7 @@ from harness.anchors import AnchorName, require_anchors
 from harness.compile import compile_kernel
 from harness.config import Settings
 from harness.errors import InputError, NoGpuError, VerifyError
+from harness.guard import build_entry_guard
 from harness.logging import get_logger
 from harness.memory import device_total_bytes, refusal
 from harness.roofline import annotate as annotate_roofline
@@ -49,7 +50,10 @@ from harness.worker import WorkerJob
 
 log = get_logger("attnq.verify")
 
+#: Interpreter, torch and CUDA start of the worker (and its launchers' start), before any library loads.
 WORKER_START_TIMEOUT_S = 180.0
+#: Slack over the worker's own load limit (WorkerJob.load_timeout_s) before the parent gives up on it.
+LOAD_SLACK_S = 30.0
 #: After this many hung scenarios the rest are reported as not run (a hanging kernel would hang them all).
 MAX_HANGS = 2
 
@@ -66,6 +70,9 @@ class VerifyOptions(BaseModel):
     scenario_timeout_s: float = Field(default=60.0, gt=0, description="limit per scenario (hang detection)")
     run_timeout_s: float = Field(default=900.0, gt=0, description="limit for the whole run")
     draws: int = Field(default=2, ge=2, le=6, description="fresh random input draws per scenario")
+    repeats: int = Field(default=3, ge=1, le=10, description="determinism repeats of draw 0 at random places among "
+                         "the timed calls (reordered values, bitwise comparison)")
+    load_timeout_s: float = Field(default=20.0, gt=0, description="limit for loading each library (constructors)")
     goal_speedup: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="goal: geomean speedup >= this")
     goal_against: Literal["original", "cudnn", "flash", "fa3"] = Field(default="original")
     goal_suite: str = Field(default="full", description="the goal is judged only on a complete run of this suite")
@@ -297,8 +304,9 @@ def _run_all(job_base: WorkerJob, scenarios: list[Scenario], options: VerifyOpti
                 if msg is None:
                     if time.monotonic() > deadline:
                         if current is None:
-                            raise VerifyError(f"the worker did not start within {WORKER_START_TIMEOUT_S:.0f} s "
-                                              f"(log: {work_dir / 'worker.log'})")
+                            what = (f"load the libraries within {job.load_timeout_s:.0f} s" if "startup_s" in info
+                                    else f"start within {WORKER_START_TIMEOUT_S:.0f} s")
+                            raise VerifyError(f"the worker did not {what} (log: {work_dir / 'worker.log'})")
                         sc = scenarios[current]
                         results.append(_failed(sc, "timeout", "worker_isolation",
                                                f"no result within {options.scenario_timeout_s:.0f} s: killed (hang?)"))
@@ -324,6 +332,12 @@ def _run_all(job_base: WorkerJob, scenarios: list[Scenario], options: VerifyOpti
                 if kind == "hello":  # again after every restart: the start-up times add up
                     startup_s = info.get("startup_s", 0.0) + float(msg.get("startup_s", 0.0))
                     info = {k: v for k, v in msg.items() if k != "type"} | {"startup_s": startup_s}
+                    # from here on the libraries load, under their own limit (the worker enforces it)
+                    deadline = time.monotonic() + job.load_timeout_s + LOAD_SLACK_S
+                elif kind == "ready":  # libraries loaded in their launchers; the candidate's sandbox report
+                    info["startup_s"] = info.get("startup_s", 0.0) + float(msg.get("load_s", 0.0))
+                    info["sandbox"] = msg.get("sandbox", {})
+                    deadline = time.monotonic() + options.scenario_timeout_s
                 elif kind == "start":
                     current = int(msg["index"])
                     deadline = time.monotonic() + options.scenario_timeout_s
@@ -385,9 +399,13 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
     peaks: dict[str, float] = {}
     with contextlib.suppress(OSError, ValueError):
         peaks = json.loads(_peak_cache(settings).read_text())
+    guard = build_entry_guard(cache_dir)
     job = WorkerJob(candidate_lib=cand.library, original_lib=orig.library, candidate_sha256=cand.build_hash,
                     original_sha256=orig.build_hash, scenarios=[], seed=secrets.randbits(62),
-                    draws=options.draws, anchors=options.anchors, gpu=options.gpu, min_samples=options.min_samples,
+                    draws=options.draws, repeats=options.repeats, load_timeout_s=options.load_timeout_s,
+                    entry_guard_lib=str(guard) if guard else None,
+                    sandbox="off" if os.environ.get("ATTNQ_SANDBOX", "on") == "off" else "on",
+                    anchors=options.anchors, gpu=options.gpu, min_samples=options.min_samples,
                     max_samples=options.max_samples, budget_ms=options.budget_ms,
                     measure_peak=device_key not in peaks, peak_tflops=peaks.get(device_key))
     settings.state_dir.mkdir(parents=True, exist_ok=True)
@@ -420,6 +438,7 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
     verdict.compile_s = round(compile_s, 2)
     verdict.phase_s = _phase_totals(verdict, float(info.get("startup_s", 0.0)), sanitize_s)
     verdict.message = ended
+    verdict.sandbox = info.get("sandbox", {})
     if options.sanitize:
         verdict.sanitizer_tool = options.sanitize
         if sanitize_ended:

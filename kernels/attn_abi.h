@@ -9,7 +9,19 @@
  *       as a failed scenario). Never allocate device memory, never synchronize the device.
  *
  *   size_t attn_fwd_workspace_bytes(const attn_fwd_params* p);      (optional)
- *       Scratch bytes the kernel needs; the harness allocates them and passes p->workspace.
+ *       Scratch bytes the kernel needs; the harness allocates them and passes p->workspace. The harness
+ *       asks BEFORE any data exists, once per layout of a scenario, on a COPY of the params whose q, k,
+ *       v, o, lse and workspace are NULL (workspace_bytes 0): shapes, strides, scale and flags are
+ *       real, data pointers are not. Answer from those fields only; do not launch work here (the
+ *       harness synchronizes the device after the query and poisons every output before every call,
+ *       so nothing done here can reach a call's outputs).
+ *
+ * Every call, checked or timed, looks alike: its layout (dense, or head strides padded by 8 elements
+ * on q/o, k/v or both), its softmax_scale and its input values are drawn per call; the same buffers
+ * are reused within a scenario. The workspace holds garbage (0xFF bytes) on entry to every call:
+ * zero what you need with cudaMemsetAsync on the given stream. The kernel runs in a process of its
+ * own (the "launcher"), sandboxed: host code gets no network, no new processes and no writes outside
+ * a temp directory; cudaGetDriverEntryPoint* resolves cuTensorMap* functions only.
  *
  * Shapes (all tensors row-major, last dimension contiguous; strides below are in ELEMENTS):
  *   q, o : [batch, seqlen_q, num_heads_q,  head_dim]   dtype (bf16 or fp16)

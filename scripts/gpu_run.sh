@@ -2,9 +2,13 @@
 # Runs attnq's GPU work on an H200 in one call (the lent device machine, or any GPU box):
 #   bash scripts/gpu_run.sh [STEP ...]      steps: info tests original aa aa_cover quick wrong faults adversarial
 #                                                  corpus fast fastq fastna fa3 prodfa3 cand mcp report evolve evolve2
-#                                                  export bugs sanitize   (default: info tests original aa quick wrong)
-#   aa_cover: the A/A run of `aa` with ATTNQ_HOST_COVER_ALL=1 (the anchors' host-path GPU spin before the
-#         candidate's and the original's timed calls too); compare its spread with `aa`'s
+#                                                  export bugs sanitize sandbox rowcost naive
+#                                                  (default: info tests original aa quick wrong)
+#   sandbox: what the candidate's launcher could apply on this machine (Landlock, seccomp, capabilities)
+#   rowcost: the timed calls' sampled-row reference against a full reference (scripts/measure_row_reference.py)
+#   naive:   kernels/examples/attn_naive.cu on quick
+#   aa_cover: the A/A run of `aa` with ATTNQ_HOST_COVER_ALL=1 (NOTE: under the trust split the kernels are timed
+#         in their launcher processes, which run no GPU spin: the variable has no effect on their timed calls)
 #   corpus: the CPU corpus test with every adversarial kernel built (ATTNQ_TEST_FULL_CORPUS=1)
 #   report: after fastq/fast/quick, the roofline fields of that verdict and `attnq report` on it (needs matplotlib)
 #   bugs: the original and kernels/attn_fast.cu on the `bugs` suite; the wrong variants of
@@ -26,7 +30,7 @@
 # (see ../shared/gpu/fetch-wheels.sh); they are installed to /tmp/site first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-STEPS="info tests original aa aa_cover corpus quick wrong bugs sanitize faults adversarial fastq fastna fast fa3 prodfa3 cand evolve evolve2 mcp report export"
+STEPS="info tests original aa aa_cover corpus quick wrong bugs sanitize faults adversarial fastq fastna fast fa3 prodfa3 cand evolve evolve2 mcp report export sandbox rowcost naive"
 case "${1:-}" in -h|--help|help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 for step in "$@"; do
   case " $STEPS " in *" $step "*) ;; *) echo "gpu_run.sh: unknown step '$step'; steps: $STEPS (--help)" >&2; exit 2 ;; esac
@@ -146,6 +150,13 @@ print(' '.join('--scenario ' + s.id for s in pick_scenarios(load_suite('bugs').s
         verify_to "${n}_full" "$n full" "$c" --suite full --anchors "${ANCHORS:-$([ $HAVE_FA3 = 1 ] && echo fa3,cudnn,flash || echo flash,cudnn)}"
         break
       done ;;
+    sandbox)
+      python3 -c "import json, tempfile; from harness.sandbox import apply_sandbox; r = apply_sandbox(tempfile.mkdtemp()); print('sandbox', json.dumps(r.__dict__))" 2>&1 | tee -a "$S"
+      python3 -c "import pyseccomp" 2>&1 | tail -1 | sed 's/^/pyseccomp import: /' | tee -a "$S" ;;
+    rowcost)
+      python3 scripts/measure_row_reference.py full 2>&1 | tee -a "$S" ;;
+    naive)
+      verify_to naive_quick "naive quick" kernels/examples/attn_naive.cu --suite quick --no-record ;;
     evolve)
       # a short real search (knob mutator) from the original kernel, ~4 min: trace, report and best program in $OUT
       EV=/tmp/attnq-evolve; rm -rf "$EV"; mkdir -p "$EV"

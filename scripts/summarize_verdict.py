@@ -19,6 +19,10 @@ parts += [f"vs {a} {x:.3f}x" for a, x in v.get("geomean_vs_anchor", {}).items()]
 for a, groups in v.get("geomean_vs_anchor_by_group", {}).items():
     if "fa3grid" in groups:
         parts.append(f"fa3grid vs {a} {groups['fa3grid']:.3f}x")
+sb = v.get("sandbox") or {}
+if sb:
+    parts.append(f"sandbox landlock={sb.get('landlock_abi')} seccomp={sb.get('seccomp')} caps={sb.get('caps_dropped')}"
+                 + (f" WARN {'; '.join(sb.get('warnings', []))}" if sb.get("warnings") else ""))
 if v.get("phase_s"):
     parts.append("phases " + " ".join(f"{k}={x:.1f}" for k, x in v["phase_s"].items()))
 fails = {}

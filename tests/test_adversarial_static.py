@@ -112,6 +112,26 @@ def test_manifest_is_valid() -> None:
         if "runtime" in e:
             rt = e["runtime"]
             assert rt["expected_check"] in CHECKS and set(rt["scenarios"]) <= suite_ids, where
+            assert rt["expected_verdict"] in ("incorrect", "correct_but_not_faster"), where
+            if rt["expected_verdict"] == "incorrect":
+                assert set(rt["failed"]) <= set(rt["scenarios"]) and rt["expected_failure_kind"] in kinds, where
+        if e.get("defense") == "sandbox":
+            assert e["sandbox_layer"] in ("landlock", "seccomp", "caps") and e["sandbox_off_verdict"] == "correct", where
+            assert e.get("policy", True) is False, f"{where}: the symbol policy would refuse the escape first"
+
+
+#: The classes of issue 12 and the least number of corpus kernels each must have.
+ISSUE12 = ("work_outside_timed_call", "replayed_repeats", "timed_phase", "entry_point_rule", "load_limit", "trust_split")
+
+
+def test_every_issue12_class_has_more_than_one_kernel() -> None:
+    """More than one instance per class, each caught by the intended check (named in the manifest)."""
+    by_class: dict[str, list[str]] = {}
+    for e in ENTRIES:
+        if "issue12" in e:
+            assert e["issue12"] in ISSUE12, e["class"]
+            by_class.setdefault(e["issue12"], []).append(e["file"])
+    assert {c: len(by_class.get(c, [])) >= 2 for c in ISSUE12} == dict.fromkeys(ISSUE12, True), by_class
 
 
 # ------------------------------------------------------------------------------------------ builds
@@ -151,8 +171,8 @@ def test_policy_class_is_refused_by_name(builds: dict, entry: dict[str, Any]) ->
     assert any(name in got.message for name in entry["names"]), got.message
     if want is PolicyError:
         kinds = {v["kind"] for v in got.details.get("violations", [])}
-        want_kind = "header" if entry["expected_check"] == "source_policy" else "symbol"
-        assert want_kind in kinds, f"expected a {want_kind} violation, got {kinds}"
+        want_kinds = {"header", "entry_point"} if entry["expected_check"] == "source_policy" else {"symbol"}
+        assert want_kinds & kinds, f"expected a {want_kinds} violation, got {kinds}"
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
-"""The bug scenarios of `full` on CPU, through the worker's own checks (harness.worker.Runner._check with
-CPU stand-ins for CUDA, tests/test_worker_timing.py): a correct kernel (the fp32 reference, rounded to the
+"""The bug scenarios of `full` on CPU, through the checker's own checks (harness.checker.Runner on the CPU,
+tests/checker_support.py: checked draws and timed calls): a correct kernel (the fp32 reference, rounded to the
 dtype) passes every small one, and Python re-creations of the reported bugs fail the scenarios written
 for them. The CUDA variants of the same bugs run on the H200 (scripts/gpu_run.sh step `bugs`)."""
 
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import torch
 
-from harness.buffers import Buffers
+from harness.checker import Fail as _Fail
 from harness.scenarios import Scenario, load_suite
-from harness.worker import WorkerJob, _Fail
-from tests.test_worker_timing import _CpuRunner, _honest, _Lib
+from tests.checker_support import check_scenario
+from tests.checker_support import honest as _honest
 
 FULL = load_suite("full").scenarios
 SMALL = [s for s in FULL if s.group in ("bugs", "layouts", "values")
@@ -26,10 +26,7 @@ def _by_name(name: str, **shape: int) -> Scenario:
 
 
 def _check(sc: Scenario, cand: Any) -> Any:
-    job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[sc], seed=11, draws=2)
-    runner = _CpuRunner(job, _Lib(cand), _Lib(_honest))
-    bufs = Buffers(torch, sc, torch.bfloat16 if sc.dtype == "bf16" else torch.float16, device="cpu")
-    return runner._check(sc, bufs, torch.Generator().manual_seed(3))
+    return check_scenario(sc, cand, seed=11)
 
 
 def _naive(p: Any, *, k: Any = None, v: Any = None, kv_head: Any = None, scale: float | None = None,
@@ -67,7 +64,7 @@ def _naive(p: Any, *, k: Any = None, v: Any = None, kv_head: Any = None, scale: 
 
 @pytest.mark.parametrize("sc", SMALL, ids=lambda s: s.id)
 def test_a_correct_kernel_passes_every_small_bug_layout_and_value_scenario(sc: Scenario) -> None:
-    stats, _ = _check(sc, _honest)
+    stats = _check(sc, _honest)
     assert stats.max_abs_err_o <= stats.tol_o
     _check(sc, lambda p: _naive(p, round_p=True))  # P rounded to the dtype: within the tolerance and exact
 

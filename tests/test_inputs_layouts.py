@@ -1,6 +1,6 @@
 """Input values, layouts, exactness and the memory guard on CPU tensors, against the one fp32 reference
-(harness/reference.py): what the worker builds for a scenario is what the suite file says, and its
-correctness checks (repeats, exactness) catch what they are for."""
+(harness/reference.py): what the checker builds for a scenario (harness/buffers.py arenas) is what the
+suite file says, and its correctness checks (repeats, exactness) catch what they are for."""
 
 from __future__ import annotations
 
@@ -12,15 +12,18 @@ import torch
 
 from harness.abi import make_params
 from harness.buffers import Buffers
+from harness.checker import Fail as _Fail
 from harness.checks import count_poison, poison_
+from harness.draws import CallDrawer, repeats_of
 from harness.exactness import exactness_failure
 from harness.inputs import InputsSpec
-from harness.layouts import LayoutSpec, strides
+from harness.layouts import LayoutSpec, storage_elements, strides
 from harness.memory import GIB, estimate_peak_bytes, refusal
 from harness.reference import attention_reference
+from harness.sanitize import sanitizer_tensors
 from harness.scenarios import Scenario, load_suite
-from harness.worker import WorkerJob, _Fail
-from tests.test_worker_timing import _CpuRunner, _honest, _Lib
+from tests.checker_support import PyKernel, check_scenario, run_scenario
+from tests.checker_support import honest as _honest
 
 BF, FP = torch.bfloat16, torch.float16
 
@@ -33,7 +36,7 @@ def _sc(**kw: Any) -> Scenario:
 
 def _filled(sc: Scenario, kind: str = "normal", seed: int = 0, dtype: torch.dtype = BF) -> Buffers:
     bufs = Buffers(torch, sc, dtype, device="cpu")
-    bufs.set_layout(strided=False, scale_factor=1.0)
+    bufs.apply(bufs.layouts[0], 1.0)
     bufs.fill_inputs(torch.Generator().manual_seed(seed), kind)
     return bufs
 
@@ -84,11 +87,13 @@ def test_undeclared_tensors_follow_the_draw_kind_and_values_are_finite() -> None
 
 def test_declared_softmax_scale_is_used_on_every_draw() -> None:
     b = Buffers(torch, _sc(softmax_scale=0.25), BF, device="cpu")
-    b.set_layout(strided=True, scale_factor=1.37)
+    b.apply("padded_all", 1.37)
     assert b.scale == 0.25
     b = Buffers(torch, _sc(), BF, device="cpu")
-    b.set_layout(strided=True, scale_factor=1.37)
+    b.apply("padded_all", 1.37)
     assert b.scale == pytest.approx(1.37 / 8)
+    with pytest.raises(ValueError, match="declares its layout"):  # a declared layout is the only one
+        Buffers(torch, _sc(layout=LayoutSpec.model_validate("head_major")), BF, device="cpu").apply("dense", 1.0)
 
 
 # -- layouts -----------------------------------------------------------------------------------------
@@ -132,14 +137,19 @@ def test_packed_qkv_is_one_buffer_and_broadcast_has_head_stride_zero() -> None:
 
 def test_padded_o_is_guarded() -> None:
     b = Buffers(torch, _sc(layout=LayoutSpec.model_validate({"o": "padded"})), BF, device="cpu")
-    assert "in the head padding of strided o" in b.guard_names and b.guards_intact() is None
+    where = "outside the o view (head padding or tail)"
+    assert where in b.guard_names and b.guards_intact() is None
     torch.as_strided(b.o_c, (3,), (1,), b.o_c.storage_offset() + 64).fill_(0.0)  # 3 elements of head 0's padding
-    assert b.guards_intact() == "3 elements written in the head padding of strided o"
+    assert b.guards_intact() == f"3 elements written {where}"
 
 
-def test_sanitizer_buffers_have_no_guards() -> None:
-    b = Buffers(torch, _sc(layout=LayoutSpec.model_validate("cache")), BF, device="cpu", guard_bytes=0)
-    assert b.guard_names == [] and b.guards_intact() is None and b.guards_written().numel() == 0
+def test_sanitizer_tensors_are_exact_allocations() -> None:
+    sc = _sc(layout=LayoutSpec.model_validate("cache"))
+    views, lse = sanitizer_tensors(torch, sc, BF, torch.Generator().manual_seed(0), "cpu")
+    want = storage_elements(sc)
+    assert [s.numel() for s in views.storages] == [want[n] for n in ("q", "k", "v", "o")]
+    assert bool(torch.isfinite(views.k).all()) and count_poison(views.o) == views.o.numel()
+    assert count_poison(lse) == lse.numel() and views.k.stride()[:3] == strides(sc)["k"]
 
 
 # -- exactness ---------------------------------------------------------------------------------------
@@ -190,14 +200,11 @@ def test_exactness_uses_only_the_keys_a_causal_row_sees() -> None:
 
 
 # -- the worker's checks on CPU: declared fields, repeats, exactness ------------------------------------
-def _check(sc: Scenario, cand: Any, orig: Any = _honest, draws: int = 2) -> tuple[_CpuRunner, Any]:
-    job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[sc], seed=1, draws=draws)
-    runner = _CpuRunner(job, _Lib(cand), _Lib(orig))
-    bufs = Buffers(torch, sc, torch.bfloat16 if sc.dtype == "bf16" else FP, device="cpu")
-    return runner, runner._check(sc, bufs, torch.Generator().manual_seed(5))
+def _check(sc: Scenario, cand: Any, orig: Any = _honest, draws: int = 2) -> Any:
+    return check_scenario(sc, cand, orig, draws=draws, seed=1)
 
 
-def test_declared_fields_reach_every_checked_call() -> None:
+def test_declared_fields_reach_every_checked_and_timed_call() -> None:
     seen: list[tuple] = []
 
     def spy(p: Any) -> None:
@@ -206,28 +213,28 @@ def test_declared_fields_reach_every_checked_call() -> None:
 
     sc = _sc(softmax_scale=0.3, repeats=5, inputs=InputsSpec(q={"dist": "constant", "value": 0.5}),
              layout=LayoutSpec.model_validate({"k": {"kind": "cache", "capacity": 48}, "v": "cache", "o": "head_major"}))
-    runner, (stats, _) = _check(sc, spy, draws=3)
-    assert runner.cand.calls == 5 + 1 + 1 and stats.max_abs_err_o <= stats.tol_o  # 5 repeats on draw 0, then draws 1, 2
-    want_k = strides(sc)["k"]
-    assert all(s == (0.3, want_k, True) + (s[3],) for s in seen)
-    assert seen[0][3] == strides(sc)["o"]
+    runner, res = run_scenario(sc, PyKernel(spy), draws=3)
+    assert res.correct, res.message
+    # 3 checked draws, then the timed calls: 4 repeats of draw 0 (repeats - 1) among at least 3 samples
+    assert runner.cand.calls == 3 + res.candidate.samples and res.candidate.samples >= 4
+    assert all(s[0] == pytest.approx(0.3) and s[1:] == (strides(sc)["k"], True, strides(sc)["o"]) for s in seen)
 
 
-def test_repeats_catch_a_call_that_differs_late() -> None:
+def test_scenario_repeats_schedule_that_many_replays_and_catch_a_late_difference() -> None:
+    sc = _sc(repeats=6)
+    assert repeats_of(sc, 1) == 5 and repeats_of(_sc(), 3) == 3  # the job's repeats are the floor
+    drawer = CallDrawer(sc, 7, draws=2, repeats=repeats_of(sc, 1), min_samples=3)
+    assert len(drawer.repeat_at) == 5 and drawer.samples_needed >= 5
     calls = {"n": 0}
 
-    def flaky(p: Any) -> None:
+    def flaky(p: Any) -> None:  # bit-different (within the tolerance) from its 3rd call on
         calls["n"] += 1
         _honest(p)
-        if calls["n"] == 4:
-            p.o[0, 0, 0, 0] += 1.0
+        if calls["n"] >= 3:
+            p.o[0, 0, 0, 0] = (p.o[0, 0, 0, 0].float() * (1 + 2**-6)).to(p.o.dtype)
 
-    with pytest.raises(_Fail) as info:
-        _check(_sc(repeats=6), flaky)
-    assert (info.value.kind, info.value.check) == ("nondeterministic", "determinism")
-    assert "call 4 of 6 on the same inputs differs from the first" in str(info.value)
-    calls["n"] = 0
-    _check(_sc(), flaky)  # default repeats = 2: the 4th call is a later draw's, not a repeat
+    _, res = run_scenario(sc, flaky, repeats=1, min_samples=3, max_samples=3)
+    assert (res.failure_kind, res.check) == ("nondeterministic", "determinism"), res.message
 
 
 def test_exactness_fails_what_the_tolerance_lets_through() -> None:
@@ -247,7 +254,7 @@ def test_exactness_fails_what_the_tolerance_lets_through() -> None:
     with pytest.raises(_Fail) as info:
         _check(sc, off_one_ulp, orig=noisy)
     assert (info.value.kind, info.value.check) == ("wrong_output", "exactness")
-    assert "sees one key (key 0)" in str(info.value) and "[draw 0: normal inputs]" in str(info.value)
+    assert "sees one key (key 0)" in str(info.value) and "[draw 0: normal inputs" in str(info.value)
 
 
 # -- the memory guard --------------------------------------------------------------------------------

@@ -179,14 +179,70 @@ def test_raise_violations_names_first_and_counts() -> None:
     assert [v["name"] for v in exc.value.details["violations"]] == ["dlopen", "fork"]
 
 
-def test_driver_entry_points_only_for_literal_tensor_map_names() -> None:
+def _pre(body: str) -> str:
+    """``body`` as nvcc -E would show a candidate's own lines (a line marker naming the file)."""
+    return '# 1 "/ws/k.cu"\n' + body + "\n"
+
+
+def _owned(path: str) -> bool:
+    return path.startswith("/ws/")
+
+
+def test_driver_entry_points_only_for_whole_literal_tensor_map_names() -> None:
     from harness.policy import scan_driver_entry_points
 
-    ok = 'cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &st);'
-    assert scan_driver_entry_points(ok, "k.cu") == []
+    for ok in ('cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &st);',
+               'cudaGetDriverEntryPoint("cuTensorMap" "EncodeTiled", &fn, 0, &st);',  # concatenated: one name
+               'cudaGetDriverEntryPointByVersion(\n   "cuTensorMapEncodeIm2col", &fn, 12000, 0, &st);'):
+        assert scan_driver_entry_points(_pre(ok), _owned) == [], ok
     for bad in ('cudaGetDriverEntryPointByVersion("cuStreamCreate", &fn, 12000, 0, &st);',
+                'cudaGetDriverEntryPoint("cuTensorMap" "EncodeTiled\\0cuStreamCreate", &fn, 0, &st);',
+                'cudaGetDriverEntryPoint("cuTensorMap" "_x" "\\x00cuMemAlloc", &fn, 0, &st);',
+                'cudaGetDriverEntryPoint("cuTensorMap", &fn, 0, &st); cudaGetDriverEntryPoint("cuTensorMapX" name, &fn, 0, &st);',
+                'cudaGetDriverEntryPoint(u8"cuTensorMapEncodeTiled", &fn, 0, &st);',
+                'cudaGetDriverEntryPoint(R"(cuTensorMapEncodeTiled)", &fn, 0, &st);',
                 "cudaGetDriverEntryPoint(name, &fn, 0, &st);",
-                "#define ENTRY cudaGetDriverEntryPoint\nENTRY(\"cuTensorMapEncodeTiled\", &fn, 0, &st);",
-                "auto f = &cudaGetDriverEntryPoint;"):
-        got = scan_driver_entry_points("int x;\n" + bad, "k.cu")
-        assert got and got[0].line >= 2 and "cuTensorMap" in got[0].reason, bad
+                "auto f = &cudaGetDriverEntryPoint;",
+                "(cudaGetDriverEntryPoint)(\"cuTensorMapEncodeTiled\", &fn, 0, &st);"):
+        got = scan_driver_entry_points(_pre("int x;\n" + bad), _owned)
+        assert got and got[0].line >= 2 and got[0].file == "/ws/k.cu" and "cuTensorMap" in got[0].reason, bad
+    # the old prefix rule's bypass: a literal that STARTS with cuTensorMap but names another function as a whole
+    got = scan_driver_entry_points(_pre('cudaGetDriverEntryPoint("cuTensorMapX_" "cuStreamCreate" "!", &f, 0, &s);'),
+                                   _owned)
+    assert got and "cuTensorMapX_cuStreamCreate!" in got[0].reason
+
+
+def test_driver_entry_point_rule_ignores_comments_and_toolkit_headers() -> None:
+    """nvcc -E drops comments, so a comment naming the function refuses nothing; declarations in the
+    toolkit's headers (not owned) are not the candidate's calls."""
+    from harness.policy import scan_driver_entry_points
+
+    pre = ('# 1 "/usr/local/cuda/include/cuda_runtime_api.h" 1 3\n'
+           "extern cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long f);\n"
+           '# 2 "/ws/k.cu" 2\nint attn(void) { return 0; }\n')
+    assert scan_driver_entry_points(pre, _owned) == []
+
+
+@pytest.mark.slow
+def test_entry_point_rule_on_real_preprocessing(tmp_path) -> None:
+    """End to end through nvcc -E: a comment naming the function compiles; token pasting and macro
+    stringification that yield another driver function are refused."""
+    from harness.compile import compile_kernel, find_nvcc
+    from harness.errors import ToolchainError
+
+    try:
+        find_nvcc()
+    except ToolchainError as err:
+        pytest.skip(err.message)
+    body = ('#include "attn_abi.h"\n{extra}\n'
+            'extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t s) {{ {call} return 0; }}\n')
+    honest = tmp_path / "honest.cu"
+    honest.write_text(body.format(extra="// we never call cudaGetDriverEntryPoint(name) here", call=""))
+    compile_kernel(honest, cache_dir=tmp_path / "c")  # does not raise
+    pasted = tmp_path / "pasted.cu"
+    pasted.write_text(body.format(
+        extra="#define STR(x) #x\n#define NAME(x) STR(x)\n#define CAT(a, b) a##b",
+        call='void* f; cudaDriverEntryPointQueryResult r; '
+             'cudaGetDriverEntryPoint(NAME(CAT(cuStream, Create)), &f, cudaEnableDefault, &r);'))
+    with pytest.raises(PolicyError, match="cuStreamCreate"):
+        compile_kernel(pasted, cache_dir=tmp_path / "c")

@@ -45,7 +45,8 @@ def _options(entry: dict[str, Any], *, policy: bool | None = None, timing: bool 
              scenarios: list[str] | None = None) -> VerifyOptions:
     """Small, fast verification options: few timed samples unless the entry is judged on its timing."""
     samples = {"min_samples": 10, "max_samples": 30, "budget_ms": 300.0} if timing else \
-        {"min_samples": 3, "max_samples": 5, "budget_ms": 50.0}
+        {"min_samples": entry.get("min_samples", 3), "max_samples": max(5, entry.get("min_samples", 3)),
+         "budget_ms": 50.0}
     return VerifyOptions(suite=SUITE, scenario_ids=scenarios or entry["scenarios"],
                          policy=entry.get("policy", True) if policy is None else policy,
                          scenario_timeout_s=HANG_TIMEOUT_S if entry.get("expected_failure_kind") == "timeout" else 120.0,
@@ -118,8 +119,29 @@ def _params() -> list[Any]:
     return out
 
 
+def _layer_missing(verdict: Verdict, layer: str) -> str | None:
+    """Why the verdict's sandbox lacks ``layer`` (landlock | seccomp | caps), or None when it was applied."""
+    sb = verdict.sandbox or {}
+    have = {"landlock": sb.get("landlock_abi"), "seccomp": sb.get("seccomp"), "caps": sb.get("caps_dropped")}[layer]
+    return None if have else f"{layer} not applied on this machine: {sb.get('warnings')}"
+
+
+def _assert_incorrect(entry: dict[str, Any], v: Verdict, *, failed: list[str], check: str, kind: str) -> None:
+    got = _by_id(v)
+    assert v.status == "incorrect", _describe(v)
+    assert sorted(v.failed) == sorted(failed), _describe(v)
+    allowed = {(check, kind)} | {tuple(a.split("/", 1)) for a in entry.get("accept", [])}
+    for sid in entry["scenarios"]:
+        r = got[sid]
+        if sid in failed:
+            assert (r.check, r.failure_kind) in allowed, f"{sid}: caught by {r.check}/{r.failure_kind}: {r.message}"
+            assert r.message, f"{sid}: a failed scenario must say why"
+        else:
+            assert r.correct, f"{sid} should be correct: {r.check}/{r.failure_kind}: {r.message}"
+
+
 @pytest.mark.parametrize("entry", _params())
-def test_corpus_verdict(settings: Settings, entry: dict[str, Any]) -> None:
+def test_corpus_verdict(settings: Settings, entry: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """verify_kernel gives the manifest's verdict, failed scenarios, failure kind and check."""
     if "first" not in _control:
         pytest.skip("the control verification did not run")
@@ -130,9 +152,11 @@ def test_corpus_verdict(settings: Settings, entry: dict[str, Any]) -> None:
     if want == "verify_error":
         with pytest.raises(VerifyError) as err:
             verify_kernel(path, opts, settings=settings)
-        _rows.append((entry["class"], entry["expected_check"], "VerifyError", time.monotonic() - t0,
-                      str(err.value.message)[:80]))
+        took = time.monotonic() - t0
+        _rows.append((entry["class"], entry["expected_check"], "VerifyError", took, str(err.value.message)[:80]))
         assert "before any scenario" in err.value.message or "could not load" in err.value.message
+        if entry["expected_check"] == "load_limit":  # its own limit, not the worker's 180 s start limit
+            assert "within 20 s" in err.value.message and took < 120, (took, err.value.message)
         return
     v = verify_kernel(path, opts, settings=settings)
     got = _by_id(v)
@@ -147,6 +171,18 @@ def test_corpus_verdict(settings: Settings, entry: dict[str, Any]) -> None:
             assert any(f.kind == entry["flag"] and f.scenario_id == entry["timing_scenario"] for f in v.flags), v.flags
         return
     assert want == "incorrect"
+    if entry.get("defense") == "sandbox":
+        missing = _layer_missing(v, entry["sandbox_layer"])
+        if missing:
+            pytest.skip(missing)
+        _assert_incorrect(entry, v, failed=entry["failed"], check=entry["expected_check"],
+                          kind=entry["expected_failure_kind"])
+        monkeypatch.setenv("ATTNQ_SANDBOX", "off")  # the control: without the sandbox the escape works
+        t1 = time.monotonic()
+        off = verify_kernel(path, opts, settings=settings)
+        _rows.append((entry["class"] + " (sandbox off)", "-", off.status, time.monotonic() - t1, "the control"))
+        assert off.status == entry["sandbox_off_verdict"], _describe(off)
+        return
     assert v.status == "incorrect", _describe(v)
     assert sorted(v.failed) == sorted(entry["failed"]), _describe(v)
     if entry.get("gap"):  # only the proposed check counts; an XPASS means the gap is closed: update the manifest
@@ -175,6 +211,10 @@ def test_runtime_defense_with_policy_off(settings: Settings, entry: dict[str, An
                       settings=settings)
     _rows.append((entry["class"] + " (policy off)", rt["expected_check"], v.status, time.monotonic() - t0,
                   ",".join(f.kind for f in v.flags)))
+    if rt["expected_verdict"] == "incorrect":
+        _assert_incorrect({**entry, "scenarios": rt["scenarios"]}, v, failed=rt["failed"], check=rt["expected_check"],
+                          kind=rt["expected_failure_kind"])
+        return
     assert rt["expected_verdict"] == "correct_but_not_faster"
     assert v.status == "correct", _describe(v)
     _assert_not_faster(entry, v, rt["timing_scenario"])

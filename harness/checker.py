@@ -1,0 +1,494 @@
+"""The checker: per scenario, the checked draws, the timing loop and every comparison (the verdict's
+source). Runs in the worker process (harness/worker.py); the candidate runs elsewhere (a launcher
+process, harness/launcher.py) and only ever sees its own buffers.
+
+Per scenario: the workspace query of each kernel on parameters whose data pointers are NULL, once per
+layout, before any buffer exists (its work is finished before the query returns); two arenas (the
+candidate's, mapped into its process, and the original's, never shown to it). Per call, checked or
+timed: a drawn layout, softmax_scale and value kind (harness/draws.py); pristine inputs in the
+original's arena, copied whole into the candidate's; outputs poisoned and the workspace filled with
+garbage; after the call the candidate's inputs are compared with the pristine copy before the
+original runs. Checked draws compare both outputs with the full fp32 reference; every timed call is
+compared with the original's output (whole) and with the fp32 reference on sampled rows, under the
+checked draws' tolerance; determinism repeats replay draw 0's values (reordered) among the timed
+calls and must reproduce its bits.
+
+Scenario fields (harness/scenarios.py) win over the draws: a declared ``layout`` is every call's layout,
+a declared ``softmax_scale`` every call's scale, declared ``inputs`` every call's values for the tensors
+they name; ``repeats`` raises the number of determinism repeats (harness.draws.repeats_of). The memory
+guard runs before any allocation; the exactness check after the reference checks of each checked draw.
+Anchors (torch SDPA backends, FA3) run here on the original's buffers, timed like the kernels.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from harness.abi import make_params, null_data_copy
+from harness.buffers import DECLARED, Buffers
+from harness.draws import (
+    LAYOUTS,
+    CallDraw,
+    CallDrawer,
+    permute_inputs,
+    permute_outputs,
+    repeats_of,
+)
+from harness.endpoints import (
+    CallResult,
+    KernelEndpoint,
+    KernelFatal,
+    RefusedCall,
+    fatal_kind,
+)
+from harness.scenarios import Scenario
+from harness.verdict import ErrorStats, PhaseTimes, ScenarioResult, TimingStats
+
+#: GPU spin before each timed anchor call (~0.5 ms at 1.98 GHz): torch SDPA's host path can outlast the
+#: L2 flush, and the idle GPU would count as the anchor's time (H200: 2x swings on tiny scenarios).
+ANCHOR_HOST_COVER_CYCLES = 1_000_000
+#: Sampled rows of every timed call checked against the fp32 reference: pairs x rows per pair.
+ROW_PAIRS, ROWS_PER_PAIR = 4, 32
+
+
+class Fail(Exception):
+    """A scenario failure found by a named check (the contexts stay usable)."""
+
+    def __init__(self, kind: str, check: str, message: str) -> None:
+        super().__init__(message)
+        self.kind, self.check = kind, check
+
+
+class CudaDevice:
+    """The checker's CUDA state: synchronize, L2 flush, event timing (anchors), arenas via ``allocate``."""
+
+    def __init__(self, torch: Any, gpu: int, cudart: Any = None) -> None:
+        self.torch, self.kind = torch, "cuda"
+        props = torch.cuda.get_device_properties(gpu)
+        self.num_sms = props.multi_processor_count
+        l2 = getattr(props, "L2_cache_size", 60 << 20) or (60 << 20)
+        self.flush_buf = torch.empty(max(4 * l2, 256 << 20), dtype=torch.uint8, device="cuda")
+        self.cudart = cudart
+
+    def sync(self) -> None:
+        """Device-wide synchronize; a sticky CUDA error becomes KernelFatal."""
+        try:
+            self.torch.cuda.synchronize()
+        except RuntimeError as exc:
+            msg = str(exc).splitlines()[0]
+            raise KernelFatal(fatal_kind(msg) or "crash", msg) from None
+
+    def last_error(self) -> str | None:
+        if self.cudart is None:
+            return None
+        code = self.cudart.cudaGetLastError()
+        return None if code == 0 else f"{self.cudart.cudaGetErrorString(code).decode()} (cudaError {code})"
+
+    def flush(self) -> None:
+        self.flush_buf.zero_()
+
+    def timed(self, fn: Any, host_cover_cycles: int = 0) -> tuple[float, float]:
+        """(event ms, host wall ms) of ``fn``; events on the legacy default stream after an L2 flush."""
+        torch = self.torch
+        self.sync()
+        self.flush()
+        if host_cover_cycles:
+            torch.cuda._sleep(host_cover_cycles)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        t0 = time.perf_counter()
+        fn()
+        end.record()
+        self.sync()
+        return start.elapsed_time(end), (time.perf_counter() - t0) * 1e3
+
+
+class HostDevice:
+    """The CPU stand-in of :class:`CudaDevice` (tests): no flush, host time for both timings."""
+
+    kind, num_sms = "cpu", 1
+
+    def sync(self) -> None:
+        pass
+
+    def last_error(self) -> str | None:
+        return None
+
+    def flush(self) -> None:
+        pass
+
+    def timed(self, fn: Any, host_cover_cycles: int = 0) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        fn()
+        ms = (time.perf_counter() - t0) * 1e3
+        return ms, ms
+
+
+class Runner:
+    """Checks and times one scenario at a time. ``job``: harness.worker.WorkerJob; ``cand``/``orig``:
+    endpoints; ``dev``: CudaDevice or HostDevice; ``allocate(nbytes)``: an arena (uint8 tensor) the
+    endpoints can attach (harness/arena.py), default a plain tensor on the device."""
+
+    def __init__(self, job: Any, cand: KernelEndpoint, orig: KernelEndpoint, dev: Any,
+                 allocate: Any = None, free: Any = None) -> None:
+        import torch
+
+        self.torch, self.job, self.cand, self.orig, self.dev = torch, job, cand, orig, dev
+        self.allocate, self.free = allocate, free
+        self.device = "cuda" if dev.kind == "cuda" else "cpu"
+        self.phases = PhaseTimes()
+
+    # -- calls ---------------------------------------------------------------------------------
+    def _result(self, res: CallResult, who: str) -> CallResult:
+        if res.refused:
+            raise Fail("forbidden_call", "symbol_policy",
+                       f"{who} asked the driver for {', '.join(res.refused)} (only cuTensorMap* may be resolved)")
+        if res.status != 0:
+            raise Fail("unsupported", "launch_status", f"{who} attn_fwd returned {res.status} (unsupported configuration)")
+        if res.error:
+            kind = fatal_kind(res.error)
+            if kind:
+                raise KernelFatal(kind, res.error)
+            raise Fail("launch_error", "launch_status", f"{who} launch failed: {res.error}")
+        return res
+
+    def _params(self, bufs: Buffers, sc: Scenario) -> Any:
+        p = make_params(bufs.q, bufs.k, bufs.v, bufs.o_c, bufs.lse_c, softmax_scale=bufs.scale, causal=sc.causal,
+                        num_sms=self.dev.num_sms)
+        if bufs.workspace is not None:
+            p.workspace, p.workspace_bytes = bufs.workspace.data_ptr(), bufs.workspace_bytes
+        return p
+
+    def _query(self, kernel: KernelEndpoint, sc: Scenario, dtype: Any) -> int:
+        """Largest workspace ``kernel`` asks for over the layouts, each asked on NULL data pointers before
+        any buffer of the scenario exists (a small dense probe supplies the strides)."""
+        probe = Buffers(self.torch, sc, dtype, "meta")
+        need = 0
+        for layout in probe.layouts:
+            probe.apply(layout, 1.0)
+            p = make_params(probe.q, probe.k, probe.v, probe.o_c, probe.lse_c, softmax_scale=probe.scale,
+                            causal=sc.causal, num_sms=self.dev.num_sms, data_ptrs=False)
+            need = max(need, kernel.workspace_bytes(null_data_copy(p)))
+        return need
+
+    # -- one scenario ----------------------------------------------------------------------------
+    def run(self, sc: Scenario, index: int) -> ScenarioResult:
+        torch = self.torch
+        base = ScenarioResult(id=sc.id, group=sc.group, flops=sc.flops, correct=False)
+        dtype = torch.bfloat16 if sc.dtype == "bf16" else torch.float16
+        seed = (self.job.seed * 1_000_003 + index) % (1 << 63)
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(seed)
+        drawer = CallDrawer(sc, seed ^ 0x5EED, draws=self.job.draws, repeats=repeats_of(sc, self.job.repeats),
+                            min_samples=self.job.min_samples, layouts=(DECLARED,) if sc.layout is not None else LAYOUTS)
+        base.phases = self.phases = PhaseTimes()
+        if self.dev.kind == "cuda":
+            from harness.memory import worker_refusal
+
+            too_big = worker_refusal(torch, sc, self.job.gpu)  # the memory guard, before any allocation
+            if too_big:
+                base.failure_kind, base.check, base.message = "out_of_memory", "memory_guard", too_big
+                return base
+        try:
+            ws_c, ws_o = self._query(self.cand, sc, dtype), self._query(self.orig, sc, dtype)
+        except RefusedCall as exc:
+            base.failure_kind, base.check, base.message = "forbidden_call", "symbol_policy", str(exc)
+            return base
+        bufs_c = Buffers(torch, sc, dtype, self.device, workspace_bytes=ws_c, allocate=self.allocate)
+        bufs_o = Buffers(torch, sc, dtype, self.device, workspace_bytes=ws_o, allocate=self.allocate)
+        attached: list[tuple[KernelEndpoint, Buffers]] = []
+        try:
+            for k, b in ((self.cand, bufs_c), (self.orig, bufs_o)):
+                k.attach(b)
+                attached.append((k, b))
+            t0 = time.perf_counter()
+            try:
+                stats, bounds, first = self._check(sc, bufs_c, bufs_o, gen, drawer)
+            finally:  # a failed scenario's time is accounted too
+                self.phases.check_s = round(time.perf_counter() - t0, 4)
+            base.errors = stats
+            t1 = time.perf_counter()
+            try:
+                timing = self._time(sc, bufs_c, bufs_o, gen, drawer, bounds, first)
+            finally:
+                self.phases.timing_s = round(time.perf_counter() - t1, 4)
+        except Fail as f:
+            base.failure_kind, base.check, base.message = f.kind, f.check, str(f)  # type: ignore[assignment]
+            return base
+        finally:
+            self._release(attached, bufs_c, bufs_o)
+        return self._summarize(base, sc, *timing)
+
+    def _release(self, attached: list, *bufs: Buffers) -> None:
+        try:
+            self.dev.sync()
+            for b in bufs:
+                b.scrub()
+            self.dev.sync()
+        finally:
+            for k, b in attached:
+                k.detach(b)
+            if self.free is not None:
+                for b in bufs:
+                    self.free(b.arena)
+
+    def _summarize(self, base: ScenarioResult, sc: Scenario, cand_t: TimingStats, orig_t: TimingStats,
+                   anchors: dict, escaped: str | None) -> ScenarioResult:
+        base.candidate, base.original, base.anchors = cand_t, orig_t, anchors
+        base.speedup = orig_t.median_ms / cand_t.median_ms
+        base.tflops = sc.flops / (cand_t.median_ms * 1e-3) / 1e12
+        if self.job.peak_tflops:
+            base.fraction_of_peak = base.tflops / self.job.peak_tflops
+        base.vs_anchor = {k: t.median_ms / cand_t.median_ms for k, t in anchors.items() if t is not None}
+        base.correct = True
+        if escaped:
+            base.message = escaped
+        phys = self.job.physical_peak_tflops
+        if phys and base.tflops > phys:
+            base.correct = False
+            base.failure_kind, base.check = "impossible_speed", "physical_peak"
+            base.message = f"{base.tflops:.0f} TFLOP/s is above the physical peak {phys:.0f} TFLOP/s: the timing was escaped"
+        return base
+
+    def _prepare(self, bufs_c: Buffers, bufs_o: Buffers, draw: CallDraw, gen: Any, values: tuple | None) -> None:
+        """Layout and scale of ``draw`` on both arenas; pristine inputs (``values`` or a fresh fill of
+        ``draw.kind``) in the original's, copied whole into the candidate's; outputs poisoned, workspaces
+        filled with garbage."""
+        for b in (bufs_o, bufs_c):
+            b.apply(draw.layout, draw.scale_factor)
+        if values is None:
+            bufs_o.fill_inputs(gen, draw.kind)
+        else:
+            bufs_o.set_inputs(*values)
+        bufs_c.copy_inputs_from(bufs_o)
+        bufs_c.prepare_outputs(), bufs_o.prepare_outputs()
+
+    def _inputs_same_t(self, bufs_c: Buffers, bufs_o: Buffers) -> Any:
+        from harness.checks import bits_equal_t
+
+        # whole regions: the views and what surrounds them (padding, cache slack, the rest of a packed buffer)
+        return self.torch.stack([bits_equal_t(a, b) for a, b in zip(bufs_c.input_regions_t(), bufs_o.input_regions_t(),
+                                                                     strict=True)]).all()
+
+    def _check(self, sc: Scenario, bufs_c: Buffers, bufs_o: Buffers, gen: Any, drawer: CallDrawer):
+        """Correctness over ``draws`` fresh input draws. Returns the worst errors, the timed bounds per
+        value kind and draw 0's (pristine inputs, candidate outputs) for the determinism repeats."""
+        from harness.checks import (
+            MANTISSA_BITS,
+            TimedBounds,
+            count_poison,
+            error_report,
+            judge,
+            timed_bound_o,
+            tolerances,
+        )
+        from harness.exactness import exactness_failure
+        from harness.reference import attention_reference
+
+        worst: ErrorStats | None = None
+        bounds: dict[str, TimedBounds] = {}
+        first: tuple | None = None
+        for draw_i in range(self.job.draws):
+            draw = drawer.checked(draw_i)
+            self._prepare(bufs_c, bufs_o, draw, gen, None)
+            self.dev.sync()  # the launcher's context must see the prepared buffers
+            self._result(self.cand.call(self._params(bufs_c, sc)), "candidate")
+            self.dev.sync()
+            what = f"{draw.kind} inputs" if sc.inputs is None else f"the scenario's inputs, {draw.kind} for the others"
+            where = f"[draw {draw_i}: {what}, {draw.layout} layout]"
+            if not bool(self._inputs_same_t(bufs_c, bufs_o)):
+                raise Fail("inputs_modified", "input_integrity", f"q, k or v changed during the call {where}")
+            broken = bufs_c.guards_intact()
+            if broken:
+                raise Fail("out_of_bounds_write", "guard_bands", f"out-of-bounds write: {broken} {where}")
+            unwritten = count_poison(bufs_c.o_c) + count_poison(bufs_c.lse_c)
+            if unwritten:
+                raise Fail("unwritten_output", "poisoned_output",
+                           f"{unwritten} elements of o/lse were never written (poison left) {where}")
+            # Expected answers exist only from here on, after the candidate's call for this draw.
+            t_ref = time.perf_counter()
+            o_ref, lse_ref = attention_reference(bufs_o.q, bufs_o.k, bufs_o.v, softmax_scale=bufs_o.scale,
+                                                 causal=sc.causal)
+            self.dev.sync()
+            self._result(self.orig.call(self._params(bufs_o, sc)), "original")
+            self.dev.sync()
+            rep_o = error_report(bufs_o.o_c, bufs_o.lse_c, o_ref, lse_ref)
+            rep_c = error_report(bufs_c.o_c, bufs_c.lse_c, o_ref, lse_ref)
+            inexact = exactness_failure(bufs_c.o_c, bufs_o.v, causal=sc.causal)  # judged after the reference checks
+            tol_o, tol_lse = tolerances(rep_o, o_ref, lse_ref)
+            del o_ref, lse_ref
+            self.phases.reference_s = round(self.phases.reference_s + time.perf_counter() - t_ref, 4)
+            stats = ErrorStats(max_abs_err_o=rep_c.max_abs_err_o, max_abs_err_lse=rep_c.max_abs_err_lse,
+                               rel_err_o=rep_c.rel_err_o, tol_o=tol_o, tol_lse=tol_lse,
+                               original_max_abs_err_o=rep_o.max_abs_err_o, original_max_abs_err_lse=rep_o.max_abs_err_lse)
+            if rep_o.nonfinite or rep_o.lse_inf_mismatch:  # pragma: no cover - the original is verified
+                raise Fail("wrong_output", "reference_tolerance", f"the ORIGINAL kernel failed {where}")
+            bad = judge(rep_c, tol_o, tol_lse, bufs_c.dtype)
+            if bad:
+                raise Fail(bad[0], bad[1], f"{bad[2]} {where}")
+            if inexact:
+                raise Fail("wrong_output", "exactness", f"{inexact} {where}")
+            max_o = float(bufs_o.o_c.float().abs().nan_to_num(0).max().item()) if bufs_o.o_c.numel() else 0.0
+            b = TimedBounds(timed_bound_o(tol_o, rep_o.max_abs_err_o, 0.0, bufs_c.dtype, ulp=False),
+                            tol_lse + rep_o.max_abs_err_lse, tol_o, tol_lse, ref_o_max=max_o,
+                            mantissa_bits=MANTISSA_BITS[bufs_c.dtype])
+            bounds[draw.kind] = b if draw.kind not in bounds else bounds[draw.kind].merge(b)
+            if draw_i == 0:
+                dense = (bufs_o.q.contiguous(), bufs_o.k.contiguous(), bufs_o.v.contiguous())
+                first = (tuple(t.clone() for t in dense), bufs_c.o_c.clone(), bufs_c.lse_c.clone())
+            if worst is None or stats.max_abs_err_o / max(tol_o, 1e-30) > worst.max_abs_err_o / max(worst.tol_o, 1e-30):
+                worst = stats
+        assert worst is not None
+        return worst, bounds, first
+
+    def _time(self, sc: Scenario, bufs_c: Buffers, bufs_o: Buffers, gen: Any, drawer: CallDrawer,
+              bounds: dict, first: tuple | None):
+        """A/B timing, each sample a drawn call (layout, scale, value kind; or a determinism repeat). After
+        every timed candidate call its inputs must equal the pristine copy, and its output is checked
+        against the original's (whole) and the fp32 reference (sampled rows); a repeat must reproduce draw
+        0's bits. A sample's checks run on the device and come back in one transfer
+        (harness.checks.timed_sample_values), judged in the order of harness.checks.judge_timed_sample.
+        Sampling stops at ``max_samples``, or once ``min_samples`` (and every scheduled repeat) are taken
+        and the loop's host wall time exceeds ``budget_ms``."""
+        from harness.checks import (
+            bits_equal_t,
+            judge_timed_sample,
+            row_errors_t,
+            sample_rows,
+            timed_sample_values,
+        )
+        from harness.reference import attention_reference_rows
+
+        torch, job = self.torch, self.job
+        anchors = _Anchors(torch, sc, job.anchors)
+        t_c: list[float] = []
+        t_o: list[float] = []
+        w_c: list[float] = []
+        w_o: list[float] = []
+        t_a: dict[str, list[float]] = {k: [] for k in job.anchors}
+        gpu_ms = 0.0
+        n = 0
+        t_loop = time.perf_counter()
+        while n < max(job.max_samples, drawer.samples_needed) and (n < job.min_samples or drawer.pending_repeats(n)
+                                       or (time.perf_counter() - t_loop) * 1e3 < job.budget_ms):
+            draw = drawer.timed(n)
+            values = None
+            expect = None
+            if draw.repeat is not None and first is not None:
+                values = permute_inputs(torch, sc, draw, *first[0])
+                expect = permute_outputs(torch, sc, draw, first[1], first[2])
+            self._prepare(bufs_c, bufs_o, draw, gen, values)
+            p_c, p_o = self._params(bufs_c, sc), self._params(bufs_o, sc)
+            self.dev.flush()  # the checker's own flush: the candidate's process cannot skip it
+            self.dev.sync()
+            rc = self._result(self.cand.timed_call(p_c), "candidate")
+            inputs_same = self._inputs_same_t(bufs_c, bufs_o)  # compared before the original runs
+            self.dev.flush()  # the same preamble as the candidate's call (A/A: like with like)
+            self.dev.sync()  # nothing of the checker's runs beside the original's timed call
+            ro = self._result(self.orig.timed_call(p_o), "original")
+            for name, times in t_a.items():
+                fn = anchors.runner(name, bufs_o, draw.layout)
+                if fn is not None:
+                    times.append(self.dev.timed(fn, ANCHOR_HOST_COVER_CYCLES)[0])
+                    gpu_ms += times[-1]
+            rows = sample_rows(sc.batch, sc.num_heads_q, sc.seqlen_q, ROW_PAIRS, ROWS_PER_PAIR, gen, self.device)
+            t_ref = time.perf_counter()
+            o_ref, lse_ref = attention_reference_rows(bufs_o.q, bufs_o.k, bufs_o.v, rows.batch_idx, rows.head_idx,
+                                                      rows.rows, softmax_scale=bufs_o.scale, causal=sc.causal)
+            zero = o_ref.new_zeros(())
+            ref_max = torch.stack([o_ref.abs().max() if o_ref.numel() else zero,  # no host synchronization
+                                   torch.where(torch.isfinite(lse_ref), lse_ref.abs(), 0.0).max() if lse_ref.numel() else zero])
+            repeat_same = None
+            if expect is not None:
+                repeat_same = torch.stack([bits_equal_t(bufs_c.o_c, expect[0]), bits_equal_t(bufs_c.lse_c, expect[1])]).all()
+            vals = timed_sample_values(inputs_same, bufs_c.o_c, bufs_c.lse_c, bufs_o.o_c, bufs_o.lse_c,
+                                       bufs_c.guards_written(), row_errors_t(bufs_c.o_c, bufs_c.lse_c, rows, o_ref, lse_ref),
+                                       row_errors_t(bufs_o.o_c, bufs_o.lse_c, rows, o_ref, lse_ref), ref_max, repeat_same)
+            bad = judge_timed_sample(vals.tolist(), n, bounds[draw.kind], bufs_c.guard_names)  # one transfer
+            self.phases.reference_s = round(self.phases.reference_s + time.perf_counter() - t_ref, 4)
+            if bad:
+                raise Fail(*bad)
+            t_c.append(rc.event_ms), t_o.append(ro.event_ms), w_c.append(rc.wall_ms), w_o.append(ro.wall_ms)
+            gpu_ms += rc.event_ms + ro.event_ms
+            self.phases.timed_gpu_s = round(gpu_ms / 1e3, 4)
+            n += 1
+        escaped = None
+        over_c = statistics.median(w - e for w, e in zip(w_c, t_c, strict=True))
+        over_o = statistics.median(w - e for w, e in zip(w_o, t_o, strict=True))
+        if over_c > over_o + max(0.05, 0.25 * statistics.median(t_c)):
+            # work finished after the end event (another stream), or an event time the wall clock does not
+            # bear out: count the host-observed time (less the original's overhead) instead
+            t_c = [w - over_o for w in w_c]
+            escaped = (f"stream_timing: work outlived the end event by {over_c - over_o:.3f} ms per call "
+                       "(launched on another stream?); host wall-clock time used")
+        anchor_stats: dict[str, TimingStats | None] = {k: (_stats(t_a[k]) if t_a[k] else None) for k in t_a}
+        return _stats(t_c), _stats(t_o), anchor_stats, escaped
+
+
+def _stats(times: list[float]) -> TimingStats:
+    qs = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
+    return TimingStats(median_ms=statistics.median(times), iqr_ms=qs[2] - qs[0], samples=len(times))
+
+
+def _sdpa_runner(torch: Any, sc: Scenario, bufs: Buffers, backend: str) -> Any:
+    """A zero-arg callable running torch SDPA with one backend on ``bufs``'s current views and scale."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[backend]
+    q, k, v = (t.transpose(1, 2) for t in (bufs.q, bufs.k, bufs.v))
+    kwargs: dict[str, Any] = {"scale": bufs.scale}
+    if sc.num_heads_q != sc.num_heads_kv:
+        kwargs["enable_gqa"] = True
+    if sc.causal:
+        if sc.seqlen_q == sc.seqlen_k:
+            kwargs["is_causal"] = True
+        else:
+            from torch.nn.attention.bias import causal_lower_right
+
+            kwargs["attn_mask"] = causal_lower_right(sc.seqlen_q, sc.seqlen_k)
+
+    def run() -> None:
+        with sdpa_kernel(be):
+            F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+    return run
+
+
+class _Anchors:
+    """The anchors of one scenario's timing loop: a zero-argument callable per anchor on the original's
+    current views and scale, or None where the anchor cannot run them (tried once per layout: FA3 and the
+    SDPA backends refuse some shapes and strides). An anchor that runs on none of the scenario's timed
+    calls gets no time (``ScenarioResult.anchors[name] is None``)."""
+
+    def __init__(self, torch: Any, sc: Scenario, names: list[str]) -> None:
+        self.torch, self.sc, self.names = torch, sc, names
+        self.support: dict[tuple[str, str], Any] = {}
+
+    def runner(self, name: str, bufs: Buffers, layout: str) -> Any:
+        key = (name, layout)
+        if name == "fa3":
+            from harness.anchors import fa3_bound, fa3_runner
+
+            if key not in self.support:
+                fn = fa3_runner(self.torch, self.sc.causal, bufs.q, bufs.k, bufs.v, bufs.scale)
+                self.support[key] = None if fn is None else fn.keywords
+            extra = self.support[key]
+            return None if extra is None else fa3_bound(self.torch, self.sc.causal, bufs.q, bufs.k, bufs.v,
+                                                         bufs.scale, extra)
+        if key not in self.support:
+            self.support[key] = _sdpa_supported(self.torch, self.sc, bufs, name)
+        return _sdpa_runner(self.torch, self.sc, bufs, name) if self.support[key] else None
+
+
+def _sdpa_supported(torch: Any, sc: Scenario, bufs: Buffers, backend: str) -> bool:
+    """Whether the SDPA backend runs the scenario (tried once, on the current views)."""
+    try:
+        _sdpa_runner(torch, sc, bufs, backend)()
+        torch.cuda.synchronize()
+    except RuntimeError:
+        return False
+    return True
+

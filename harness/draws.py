@@ -1,0 +1,151 @@
+"""What each call of a scenario looks like to the kernel: layout, softmax_scale, value kind, repeats.
+
+Every call a kernel sees (checked or timed) draws its layout and scale from the same distribution, so
+a kernel cannot tell a checked call from a timed one by its parameters. Determinism repeats replay
+the values of the first checked draw at unpredictable positions of the timing loop, with the batch or
+head order permuted where the shape allows (so neither the call's position, its pointers nor its
+content at fixed places give the repeat away). Drawn from a ``random.Random`` seeded per scenario
+from the run's secret seed: no device round trip, reproducible from the seed.
+
+The value distributions themselves (``kind``) are filled by harness.buffers.Buffers.fill_inputs; this
+module only decides which one a call gets.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from harness.scenarios import Scenario
+
+#: Layouts a call can get (harness.buffers.Buffers.apply): dense, or a head stride of head_dim + 8
+#: (poisoned padding) on q and o, on k and v, or on all four. All keep 16-byte aligned rows. A scenario
+#: that declares a ``layout`` gets only that one (harness.buffers.DECLARED) on every call.
+LAYOUTS = ("dense", "padded_qo", "padded_kv", "padded_all")
+#: Value kinds of the input draws (harness.buffers.Buffers.fill_inputs).
+VALUE_KINDS = ("normal", "large_logits", "shifted")
+#: softmax_scale = factor x 1/sqrt(head_dim); the factor is exactly 1 half of the time, else U[0.5, 1.5]
+#: (layouts and default-or-drawn scales come from a shuffled deck: CallDrawer._layout_scale).
+SCALE_RANGE = (0.5, 1.5)
+
+
+@dataclass(frozen=True)
+class CallDraw:
+    """One call's draw. ``repeat``: index of the determinism repeat (None for a fresh draw); a repeat
+    replays draw 0's values (in draw 0's layout and scale) permuted by ``perm`` (see :func:`permutation`)."""
+
+    layout: str
+    scale_factor: float
+    kind: str
+    repeat: int | None = None
+    perm_axis: str | None = None  # "batch" | "kv_heads" | "q_heads" | None
+    perm: tuple[int, ...] = ()
+
+
+class CallDrawer:
+    """Per-scenario source of call draws (checked draws, timed draws, scheduled repeats).
+
+    Args:
+        sc: the scenario (its shape decides which permutations exist).
+        seed: per-scenario seed (from the run's secret seed).
+        draws: checked draws; draw ``i`` gets value kind ``VALUE_KINDS[i % 3]`` (each kind covered).
+        repeats: determinism repeats of draw 0 (see :func:`repeats_of`), placed at random positions among
+            the first ``max(min_samples, repeats)`` timed samples.
+        layouts: the layouts calls draw from (default LAYOUTS; a declared layout: ``("declared",)``).
+    """
+
+    def __init__(self, sc: Scenario, seed: int, *, draws: int, repeats: int, min_samples: int,
+                 layouts: tuple[str, ...] = LAYOUTS) -> None:
+        self.sc, self.rng, self.layouts = sc, random.Random(seed), layouts
+        self.kinds = tuple(VALUE_KINDS[i % len(VALUE_KINDS)] for i in range(draws))
+        span = max(min_samples, repeats)
+        self.repeat_at = sorted(self.rng.sample(range(span), repeats)) if repeats else []
+        self.first: CallDraw | None = None
+        self.deck: list[tuple[str, bool]] = []
+        #: timed samples the loop must reach (the last scheduled repeat's, plus one)
+        self.samples_needed = self.repeat_at[-1] + 1 if self.repeat_at else 0
+
+    def _layout_scale(self) -> tuple[str, float]:
+        """From a shuffled deck of every (layout, default scale or not) pair, refilled when empty: each
+        call looks random, and any run of len(deck) consecutive calls covers every pair (so a kernel
+        that misbehaves on one kind of call meets it within the first 8 calls of a scenario)."""
+        if not self.deck:
+            self.deck = [(layout, default) for layout in self.layouts for default in (True, False)]
+            self.rng.shuffle(self.deck)
+        layout, default = self.deck.pop()
+        return layout, 1.0 if default else self.rng.uniform(*SCALE_RANGE)
+
+    def checked(self, i: int) -> CallDraw:
+        """The draw of checked call ``i`` (0-based)."""
+        layout, factor = self._layout_scale()
+        d = CallDraw(layout=layout, scale_factor=factor, kind=self.kinds[i])
+        if i == 0:
+            self.first = d
+        return d
+
+    def timed(self, n: int) -> CallDraw:
+        """The draw of timed sample ``n``: a scheduled repeat of draw 0, or a fresh draw whose value kind is
+        one the checked draws covered (their tolerances apply)."""
+        if n in self.repeat_at and self.first is not None:
+            axis, perm = permutation(self.sc, self.rng)
+            return CallDraw(layout=self.first.layout, scale_factor=self.first.scale_factor, kind=self.first.kind,
+                            repeat=self.repeat_at.index(n), perm_axis=axis, perm=perm)
+        layout, factor = self._layout_scale()
+        return CallDraw(layout=layout, scale_factor=factor, kind=self.rng.choice(self.kinds))
+
+    def pending_repeats(self, n_done: int) -> bool:
+        """True while a scheduled repeat lies at or after sample ``n_done`` (the loop must reach it)."""
+        return any(n >= n_done for n in self.repeat_at)
+
+
+def repeats_of(sc: Scenario, job_repeats: int) -> int:
+    """Determinism repeats of draw 0 for ``sc``: the scenario's ``repeats`` (calls on the same inputs,
+    the first included) less one, at least the job's ``repeats``."""
+    return max(job_repeats, sc.repeats - 1)
+
+
+def permutation(sc: Scenario, rng: random.Random) -> tuple[str | None, tuple[int, ...]]:
+    """A non-identity permutation that leaves attention's result permuted the same way: of the batch
+    (batch > 1), else of the kv heads with their query-head groups (num_heads_kv > 1), else of the query
+    heads sharing the single kv head (MQA, num_heads_q > 1); ``(None, ())`` when the shape has none."""
+    for axis, n in (("batch", sc.batch), ("kv_heads", sc.num_heads_kv), ("q_heads", sc.num_heads_q)):
+        if n > 1:
+            perm = list(range(n))
+            while perm == sorted(perm):
+                rng.shuffle(perm)
+            return axis, tuple(perm)
+    return None, ()
+
+
+def q_head_map(sc: Scenario, axis: str | None, perm: tuple[int, ...]) -> list[int]:
+    """Query-head index map of a permutation: new query head ``i`` holds old head ``map[i]``."""
+    hq = sc.num_heads_q
+    if axis == "kv_heads":
+        group = hq // sc.num_heads_kv
+        return [perm[i // group] * group + i % group for i in range(hq)]
+    if axis == "q_heads":
+        return list(perm)
+    return list(range(hq))
+
+
+def permute_inputs(torch, sc: Scenario, draw: CallDraw, q, k, v):
+    """``(q, k, v)`` (dense ``[b, s, h, d]``) reordered by ``draw``'s permutation (new tensors)."""
+    if draw.perm_axis == "batch":
+        idx = torch.tensor(draw.perm, device=q.device)
+        return q.index_select(0, idx), k.index_select(0, idx), v.index_select(0, idx)
+    if draw.perm_axis in ("kv_heads", "q_heads"):
+        qi = torch.tensor(q_head_map(sc, draw.perm_axis, draw.perm), device=q.device)
+        kv = torch.tensor(draw.perm if draw.perm_axis == "kv_heads" else range(sc.num_heads_kv), device=q.device)
+        return q.index_select(2, qi), k.index_select(2, kv), v.index_select(2, kv)
+    return q.clone(), k.clone(), v.clone()
+
+
+def permute_outputs(torch, sc: Scenario, draw: CallDraw, o, lse):
+    """Draw 0's outputs ``o [b, sq, hq, d]``, ``lse [b, hq, sq]`` as the repeat must reproduce them."""
+    if draw.perm_axis == "batch":
+        idx = torch.tensor(draw.perm, device=o.device)
+        return o.index_select(0, idx), lse.index_select(0, idx)
+    if draw.perm_axis in ("kv_heads", "q_heads"):
+        qi = torch.tensor(q_head_map(sc, draw.perm_axis, draw.perm), device=o.device)
+        return o.index_select(2, qi), lse.index_select(1, qi)
+    return o.clone(), lse.clone()

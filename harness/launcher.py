@@ -1,0 +1,265 @@
+"""The launcher: the process a kernel library runs in (the candidate's, and the original's, alike).
+
+``python -m harness.launcher --sock FD --device cuda|cpu --gpu N --tmp DIR [--guard LIB] [--cudart PATH]``.
+It starts the CUDA runtime (its own context), loads the entry-point guard (harness/native/entry_guard.c)
+and the runtime with RTLD_GLOBAL, confines itself (harness/sandbox.py), reports ``ready``, and then
+only does what the checker asks over its socket (length-prefixed JSON, fds for CPU arenas):
+
+``load`` (hash-check and dlopen the library), ``map``/``unmap`` (an arena the checker owns),
+``query`` (``attn_fwd_workspace_bytes`` on NULL data pointers, then a device synchronize), ``call``
+(``attn_fwd`` on the legacy default stream with pointers relocated into mapped arenas; timed calls
+get an L2-flushing memset and events around the call), ``exit``. It holds no expected answer and
+no buffer it was not given; it never imports torch. A sticky CUDA error is reported (``fatal``) and
+ends the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import hashlib
+import json
+import os
+import socket
+import struct
+import sys
+import time
+from typing import Any
+
+from harness.abi import POINTER_FIELDS, KernelLibrary, params_from_bytes
+from harness.arena import close_arena, open_arena
+from harness.endpoints import fatal_kind
+
+MAX_FDS = 4
+
+
+def send_msg(sock: socket.socket, msg: dict[str, Any], fds: list[int] | None = None) -> None:
+    """One message: 4-byte big-endian length + JSON; ``fds`` ride along (SCM_RIGHTS)."""
+    body = json.dumps(msg).encode()
+    data = struct.pack(">I", len(body)) + body
+    if fds:
+        socket.send_fds(sock, [data], fds)
+    else:
+        sock.sendall(data)
+
+
+def recv_msg(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """The next message and the fds that came with it; ``(None, [])`` at end of stream."""
+    head, fds, _, _ = socket.recv_fds(sock, 4, MAX_FDS)
+    if not head:
+        return None, []
+    while len(head) < 4:
+        more = sock.recv(4 - len(head))
+        if not more:
+            return None, []
+        head += more
+    (n,) = struct.unpack(">I", head)
+    body = b""
+    while len(body) < n:
+        chunk = sock.recv(n - len(body))
+        if not chunk:
+            return None, []
+        body += chunk
+    return json.loads(body), list(fds)
+
+
+class _Cuda:
+    """The launcher's CUDA runtime calls (ctypes)."""
+
+    def __init__(self, cudart_path: str, gpu: int) -> None:
+        self.rt = ctypes.CDLL(cudart_path, mode=ctypes.RTLD_GLOBAL)
+        self.rt.cudaGetErrorString.restype = ctypes.c_char_p
+        self._check(self.rt.cudaSetDevice(gpu), "cudaSetDevice")
+        self._check(self.rt.cudaFree(None), "cudaFree(0)")  # creates the context now, before the sandbox
+        flush = ctypes.c_int(0)
+        self.rt.cudaDeviceGetAttribute(ctypes.byref(flush), 38, gpu)  # cudaDevAttrL2CacheSize
+        self.flush_bytes = max(4 * flush.value, 256 << 20)
+        self.flush = ctypes.c_void_p()
+        self._check(self.rt.cudaMalloc(ctypes.byref(self.flush), ctypes.c_size_t(self.flush_bytes)), "cudaMalloc")
+        self.start, self.end = ctypes.c_void_p(), ctypes.c_void_p()
+        self._check(self.rt.cudaEventCreate(ctypes.byref(self.start)), "cudaEventCreate")
+        self._check(self.rt.cudaEventCreate(ctypes.byref(self.end)), "cudaEventCreate")
+
+    def _check(self, code: int, what: str) -> None:
+        if code != 0:
+            raise RuntimeError(f"{what} failed: {self.rt.cudaGetErrorString(code).decode()} (cudaError {code})")
+
+    def last_error(self) -> str | None:
+        code = self.rt.cudaGetLastError()
+        return None if code == 0 else f"{self.rt.cudaGetErrorString(code).decode()} (cudaError {code})"
+
+    def sync(self) -> str | None:
+        code = self.rt.cudaDeviceSynchronize()
+        return None if code == 0 else f"{self.rt.cudaGetErrorString(code).decode()} (cudaError {code})"
+
+    def timed(self, fn: Any) -> float:
+        self.rt.cudaMemsetAsync(self.flush, 0, ctypes.c_size_t(self.flush_bytes), None)  # L2 flush + host cover
+        self.rt.cudaEventRecord(self.start, None)
+        fn()
+        self.rt.cudaEventRecord(self.end, None)
+        return -1.0  # read after the synchronize
+
+    def elapsed_ms(self) -> float:
+        ms = ctypes.c_float(0.0)
+        self.rt.cudaEventElapsedTime(ctypes.byref(ms), self.start, self.end)
+        return float(ms.value)
+
+
+class _Host:
+    """CPU stand-in (tests): no device, host time."""
+
+    rt = None
+
+    def last_error(self) -> str | None:
+        return None
+
+    def sync(self) -> str | None:
+        return None
+
+    def timed(self, fn: Any) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+
+    def elapsed_ms(self) -> float:  # pragma: no cover - _Host.timed returns the time itself
+        return 0.0
+
+
+class Launcher:
+    """The message loop's state: the device, the guard, the library, the mapped arenas."""
+
+    def __init__(self, dev: Any, guard: Any) -> None:
+        self.dev, self.guard = dev, guard
+        self.lib: KernelLibrary | None = None
+        self.arenas: dict[int, tuple[int, int, dict, Any]] = {}  # id -> (base, size, desc, keep)
+
+    def refused(self, before: int) -> list[str]:
+        if self.guard is None:
+            return []
+        after = int(self.guard.attnq_guard_refused_count())
+        return [self.guard.attnq_guard_last_refused().decode(errors="replace")] if after > before else []
+
+    def guard_count(self) -> int:
+        return int(self.guard.attnq_guard_refused_count()) if self.guard is not None else 0
+
+    def relocate(self, msg: dict[str, Any]) -> Any:
+        p = params_from_bytes(bytes.fromhex(msg["params"]))
+        for f in POINTER_FIELDS:
+            setattr(p, f, None)
+        for field, arena_id, offset in msg.get("relocs", []):
+            if field not in POINTER_FIELDS:
+                raise ValueError(f"not a pointer field: {field}")
+            base, size, _, _ = self.arenas[int(arena_id)]
+            if not 0 <= int(offset) <= size:
+                raise ValueError(f"{field} offset {offset} outside arena {arena_id} ({size} bytes)")
+            setattr(p, field, base + int(offset))
+        return p
+
+    def handle(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        op = msg.get("op")
+        if op == "load":
+            with open(msg["path"], "rb") as fh:
+                data_hash = hashlib.sha256(fh.read()).hexdigest()
+            if msg.get("sha256") and data_hash != msg["sha256"]:
+                raise ValueError(f"{msg['path']} changed since it was compiled (sha256 {data_hash[:12]})")
+            before = self.guard_count()
+            self.lib = KernelLibrary(__import__("pathlib").Path(msg["path"]))
+            return {"ok": True, "refused": self.refused(before)}
+        if op == "map":
+            base, keep = open_arena(msg["arena"], fds, self.dev.rt)
+            self.arenas[int(msg["id"])] = (base, int(msg["arena"]["size"]), msg["arena"], keep)
+            return {"ok": True}
+        if op == "unmap":
+            _, _, desc, keep = self.arenas.pop(int(msg["id"]))
+            close_arena(desc, keep, self.dev.rt)
+            return {"ok": True}
+        if self.lib is None:
+            raise ValueError("no library loaded")
+        if op == "query":
+            p = params_from_bytes(bytes.fromhex(msg["params"]))
+            for f in POINTER_FIELDS:  # the query never sees data, whatever it was sent
+                setattr(p, f, None)
+            p.workspace_bytes = 0
+            before = self.guard_count()
+            n = self.lib.workspace_bytes(p)
+            err = self.dev.last_error() or self.dev.sync()  # nothing the query launched outlives it
+            return {"ok": True, "bytes": n, "error": err, "refused": self.refused(before)}
+        if op == "call":
+            p = self.relocate(msg)
+            before = self.guard_count()
+            out: dict[str, Any] = {}
+
+            def run() -> None:
+                out["status"] = self.lib.fwd(p, 0)  # type: ignore[union-attr]
+                out["error"] = self.dev.last_error()
+
+            event_ms = self.dev.timed(run) if msg.get("timed") else (run() or 0.0)
+            sync_err = self.dev.sync()
+            if event_ms < 0:
+                event_ms = self.dev.elapsed_ms() if sync_err is None else 0.0
+            return {"ok": True, "status": out["status"], "error": out["error"] or sync_err, "event_ms": event_ms,
+                    "refused": self.refused(before)}
+        raise ValueError(f"unknown op {op!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit codes: 0 on ``exit`` or end of stream, 3 after a fatal CUDA error, 4 when start-up failed."""
+    ap = argparse.ArgumentParser(prog="python -m harness.launcher")
+    ap.add_argument("--sock", type=int, required=True)
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--gpu", type=int, default=0)
+    ap.add_argument("--tmp", required=True)
+    ap.add_argument("--guard", default="")
+    ap.add_argument("--cudart", default="libcudart.so.13")
+    ap.add_argument("--sandbox", choices=("on", "seccomp", "off"), default="on")
+    args = ap.parse_args(argv)
+    sock = socket.socket(fileno=args.sock)
+    os.chdir(args.tmp)
+    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG = SIGKILL: never outlive the checker
+    try:
+        guard = ctypes.CDLL(args.guard, mode=ctypes.RTLD_GLOBAL) if args.guard else None
+        if guard is not None:
+            guard.attnq_guard_last_refused.restype = ctypes.c_char_p
+            guard.attnq_guard_refused_count.restype = ctypes.c_long
+        dev = _Cuda(args.cudart, args.gpu) if args.device == "cuda" else _Host()
+        send_msg(sock, {"started": True, "pid": os.getpid()})
+        # a probe arena from the checker: mapped once before and once after the sandbox applies, so a
+        # sandbox layer that breaks CUDA IPC on this machine is found now, not at the first scenario
+        probe, fds = recv_msg(sock)
+        if probe is None or probe.get("op") != "probe":
+            return 4
+        close_arena(probe["arena"], open_arena(probe["arena"], fds[:1], dev.rt)[1], dev.rt)
+        from harness.sandbox import apply_sandbox
+
+        report = apply_sandbox(args.tmp, mode=args.sandbox)
+    except Exception as exc:  # noqa: BLE001 - reported to the checker
+        send_msg(sock, {"ready": False, "error": f"{type(exc).__name__}: {exc}"})
+        return 4
+    ipc_error = None
+    try:
+        close_arena(probe["arena"], open_arena(probe["arena"], fds[1:2], dev.rt)[1], dev.rt)
+    except Exception as exc:  # noqa: BLE001 - the checker falls back to a weaker mode
+        ipc_error = f"{type(exc).__name__}: {exc}"
+    send_msg(sock, {"ready": True, "pid": os.getpid(), "guard": guard is not None, "ipc_error": ipc_error,
+                    "sandbox": {"mode": args.sandbox, "landlock_abi": report.landlock_abi, "seccomp": report.seccomp,
+                                "caps_dropped": report.caps_dropped, "warnings": report.warnings}})
+    if ipc_error:
+        return 5
+    launcher = Launcher(dev, guard)
+    while True:
+        msg, fds = recv_msg(sock)
+        if msg is None or msg.get("op") == "exit":
+            return 0
+        try:
+            reply = launcher.handle(msg, fds)
+        except Exception as exc:  # noqa: BLE001 - the checker decides what it means
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        err = reply.get("error")
+        if err and fatal_kind(str(err)):
+            send_msg(sock, {"ok": False, "fatal": fatal_kind(str(err)), "error": err})
+            return 3
+        send_msg(sock, reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+/* entry_guard.c — the run-time half of the driver entry-point rule (harness/policy.py has the static half).
+ *
+ * Loaded into the launcher process (harness/launcher.py) with RTLD_GLOBAL BEFORE the CUDA runtime and the
+ * candidate, so the candidate's imports of cudaGetDriverEntryPoint* bind here (no LD_PRELOAD). Only a name
+ * that is cuTensorMap followed by letters, digits or '_' is passed on to the runtime (dlsym RTLD_NEXT);
+ * any other name gets a NULL function, cudaDriverEntryPointSymbolNotFound and cudaErrorNotPermitted, and
+ * is recorded for the launcher, which reports it to the checker (the scenario fails: symbol_policy). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stddef.h>
+#include <string.h>
+
+#define NOT_PERMITTED 800        /* cudaErrorNotPermitted */
+#define SYMBOL_NOT_FOUND 1       /* cudaDriverEntryPointSymbolNotFound */
+
+static volatile long refused_count = 0;
+static char last_refused[128];
+
+static int allowed(const char* s) {
+    if (s == NULL || strncmp(s, "cuTensorMap", 11) != 0) return 0;
+    for (const char* c = s + 11; *c; ++c)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')) return 0;
+    return 1;
+}
+
+static int refuse(const char* s, void** fn, int* status) {
+    size_t i = 0;
+    if (s != NULL)
+        for (; s[i] && i + 1 < sizeof last_refused; ++i) last_refused[i] = s[i];
+    last_refused[i] = 0;
+    __atomic_add_fetch(&refused_count, 1, __ATOMIC_SEQ_CST);
+    if (fn) *fn = NULL;
+    if (status) *status = SYMBOL_NOT_FOUND;
+    return NOT_PERMITTED;
+}
+
+/* The runtime's own definition: next in the global scope, else from the already loaded runtime (the
+ * candidate's dependency, in its local scope when the launcher did not load the runtime globally). */
+static void* real_symbol(const char* name) {
+    void* f = dlsym(RTLD_NEXT, name);
+    if (f == NULL) {
+        void* h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+        if (h != NULL) f = dlsym(h, name);
+    }
+    return f;
+}
+
+typedef int (*entry_fn)(const char*, void**, unsigned long long, int*);
+typedef int (*entry_v_fn)(const char*, void**, unsigned int, unsigned long long, int*);
+
+#define GUARD(NAME)                                                                             \
+    int NAME(const char* symbol, void** fn, unsigned long long flags, int* status) {            \
+        static entry_fn real = NULL;                                                            \
+        if (!allowed(symbol)) return refuse(symbol, fn, status);                                \
+        if (real == NULL) real = (entry_fn)real_symbol(#NAME);                            \
+        return real ? real(symbol, fn, flags, status) : refuse(symbol, fn, status);             \
+    }
+#define GUARD_V(NAME)                                                                           \
+    int NAME(const char* symbol, void** fn, unsigned int version, unsigned long long flags,     \
+             int* status) {                                                                     \
+        static entry_v_fn real = NULL;                                                          \
+        if (!allowed(symbol)) return refuse(symbol, fn, status);                                \
+        if (real == NULL) real = (entry_v_fn)real_symbol(#NAME);                          \
+        return real ? real(symbol, fn, version, flags, status) : refuse(symbol, fn, status);    \
+    }
+
+GUARD(cudaGetDriverEntryPoint)
+GUARD(cudaGetDriverEntryPoint_ptsz)
+GUARD_V(cudaGetDriverEntryPointByVersion)
+GUARD_V(cudaGetDriverEntryPointByVersion_ptsz)
+
+/* For the launcher: how many names were refused so far, and the last one. */
+long attnq_guard_refused_count(void) { return __atomic_load_n(&refused_count, __ATOMIC_SEQ_CST); }
+const char* attnq_guard_last_refused(void) { return last_refused; }

@@ -1,0 +1,122 @@
+"""Test support for the checker (harness/checker.py) on the CPU: kernels written in Python that work on
+the memory the ABI's pointers point at, exactly as a compiled kernel does (no tensors are handed
+over, only the params struct), and a Runner wired to them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+from harness.checker import Fail, HostDevice, Runner
+from harness.endpoints import CallResult
+from harness.reference import attention_reference
+from harness.scenarios import Scenario
+from harness.verdict import ScenarioResult
+from harness.worker import WorkerJob
+
+DTYPES = {0: torch.bfloat16, 1: torch.float16}
+
+
+#: Bytes of storage mapped past each view (the arena's guard band is there: harness.buffers.GUARD_BYTES), so a
+#: cheat can write past it and a tile-rounding kernel can read a cache's slack.
+SLACK_BYTES = 64 << 10
+
+
+def _view(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    n = 1 + sum((s - 1) * st for s, st in zip(shape, strides, strict=True)) if all(shape) else 0
+    esize = torch.empty((), dtype=dtype).element_size()
+    slack = SLACK_BYTES // esize
+    buf = (ctypes.c_char * ((n + slack) * esize)).from_address(ptr)
+    return torch.frombuffer(buf, dtype=dtype, count=n + slack).as_strided(shape, strides)
+
+
+def tensors(p: Any) -> SimpleNamespace:
+    """q, k, v, o, lse views over the memory ``p`` (an AttnFwdParams) points at, plus scale and causal."""
+    dt = DTYPES[p.dtype]
+    b, sq, sk, hq, hk, d = p.batch, p.seqlen_q, p.seqlen_k, p.num_heads_q, p.num_heads_kv, p.head_dim
+
+    def t(name: str, s: int, h: int) -> torch.Tensor:
+        st = tuple(getattr(p, f"{name}_{x}_stride") for x in ("batch", "row", "head")) + (1,)
+        return _view(getattr(p, name), (b, s, h, d), st, dt)
+
+    lse = _view(p.lse, (b, hq, sq), (hq * sq, sq, 1), torch.float32)
+    return SimpleNamespace(q=t("q", sq, hq), k=t("k", sk, hk), v=t("v", sk, hk), o=t("o", sq, hq), lse=lse,
+                           scale=p.softmax_scale, causal=bool(p.causal), params=p)
+
+
+def honest(p: SimpleNamespace) -> None:
+    o, lse = attention_reference(p.q, p.k, p.v, softmax_scale=p.scale, causal=p.causal)
+    p.o.copy_(o), p.lse.copy_(lse)
+
+
+class PyKernel:
+    """A harness.endpoints.KernelEndpoint running ``body(tensors(params))`` in this process. ``ws(params)``
+    answers the workspace query (default 0). Records every call's params (``seen``) and the queries'."""
+
+    def __init__(self, body: Any, name: str = "candidate", ws: Any = None) -> None:
+        self.body, self.name, self.ws = body, name, ws
+        self.calls, self.seen, self.queries = 0, [], []
+
+    def workspace_bytes(self, params: Any) -> int:
+        self.queries.append(params)
+        return int(self.ws(params)) if self.ws else 0
+
+    def attach(self, bufs: Any) -> None:
+        pass
+
+    def detach(self, bufs: Any) -> None:
+        pass
+
+    def _run(self, params: Any) -> int:
+        self.calls += 1
+        self.seen.append(params)
+        return int(self.body(tensors(params)) or 0)
+
+    def call(self, params: Any) -> CallResult:
+        return CallResult(self._run(params))
+
+    def timed_call(self, params: Any) -> CallResult:
+        t0 = time.perf_counter()
+        status = self._run(params)
+        ms = (time.perf_counter() - t0) * 1e3
+        return CallResult(status, event_ms=ms, wall_ms=ms)
+
+    def close(self) -> None:
+        pass
+
+
+SC = Scenario(group="t", batch=2, seqlen_q=24, seqlen_k=24, num_heads_q=4, num_heads_kv=2, head_dim=16, causal=True)
+
+
+def make_runner(cand: Any, orig: Any = None, *, min_samples: int = 3, max_samples: int = 6, budget_ms: float = 1e9,
+                draws: int = 2, repeats: int = 3, seed: int = 1) -> Runner:
+    """A CPU Runner on ``cand`` and (default) an honest original, arenas in plain CPU tensors."""
+    job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[SC], seed=seed, device="cpu", draws=draws,
+                    repeats=repeats, min_samples=min_samples, max_samples=max_samples, budget_ms=budget_ms)
+    return Runner(job, cand, orig or PyKernel(honest, "original"), HostDevice())
+
+
+def run_scenario(sc: Scenario, cand: Any, orig: Any = honest, *, draws: int = 2, repeats: int = 1, seed: int = 1,
+                 min_samples: int = 3, max_samples: int = 3) -> tuple[Runner, ScenarioResult]:
+    """One scenario through the whole CPU checker (checked draws, then the timed loop with its repeats):
+    ``cand``/``orig`` are kernel bodies (``body(tensors(params))``) or PyKernels."""
+    c = cand if isinstance(cand, PyKernel) else PyKernel(cand)
+    o = orig if isinstance(orig, PyKernel) else PyKernel(orig, "original")
+    job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[sc], seed=seed, device="cpu", draws=draws,
+                    repeats=repeats, min_samples=min_samples, max_samples=max_samples, budget_ms=1e9)
+    runner = Runner(job, c, o, HostDevice())
+    return runner, runner.run(sc, 0)
+
+
+def check_scenario(sc: Scenario, cand: Any, orig: Any = honest, **kw: Any) -> Any:
+    """:func:`run_scenario`'s worst checked-draw errors (ErrorStats); raises harness.checker.Fail with the
+    failure's kind, check and message when the scenario fails."""
+    _, res = run_scenario(sc, cand, orig, **kw)
+    if not res.correct:
+        raise Fail(res.failure_kind or "", res.check or "", res.message or "")
+    return res.errors

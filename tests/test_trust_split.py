@@ -1,0 +1,189 @@
+"""The trust split on the CPU: the candidate runs in a launcher process (harness/launcher.py) that maps
+only its own buffers (memfd arenas here, CUDA IPC on a GPU), confined by harness/sandbox.py; the
+checker (harness/checker.py) compares and judges in the worker. The kernels are CPU builds of the ABI
+(tests/hostkernels/attn_host.c, gcc); every process, socket, arena and sandbox layer is the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import REPO_ROOT
+from harness.arena import HostArenas
+from harness.checker import HostDevice, Runner
+from harness.guard import build_entry_guard
+from harness.launch_client import LauncherKernel, LoadTimeout
+from harness.sandbox import apply_sandbox, landlock_abi
+from harness.scenarios import Scenario
+from harness.worker import WorkerJob
+from tests import hostkernels
+
+pytestmark = pytest.mark.skipif(not hostkernels.have_cc(), reason="needs a C compiler (gcc) for the CPU kernels")
+
+SC = Scenario(group="t", batch=2, seqlen_q=20, seqlen_k=24, num_heads_q=4, num_heads_kv=2, head_dim=16, causal=True)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("hostkernels")
+
+
+def _sandbox_complete() -> bool:
+    code = ("import json, tempfile; from harness.sandbox import apply_sandbox; "
+            "r = apply_sandbox(tempfile.mkdtemp()); print(json.dumps(r.complete))")
+    probe = subprocess.run([sys.executable, "-c", code],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=60)
+    return probe.returncode == 0 and probe.stdout.strip() == "true"
+
+
+SANDBOX = _sandbox_complete()
+
+
+def _verify(built: Path, cheat: int = 0, probe: int = 0, *, sandbox: str = "on", guard: bool = True,
+            samples: int = 3) -> tuple:
+    """Check and time SC with the candidate built with ``cheat``/``probe`` against the honest build,
+    both in launchers. Returns ``(ScenarioResult, candidate sandbox report)``."""
+    cand_lib, cand_sha = hostkernels.build(built, cheat=cheat, probe=probe)
+    orig_lib, orig_sha = hostkernels.build(built)
+    arenas = HostArenas()
+    g = str(build_entry_guard(built)) if guard else None
+    common = {"arenas": arenas, "device": "cpu", "guard": g, "sandbox": sandbox}
+    orig = LauncherKernel("original", str(orig_lib), orig_sha, **common)
+    cand = LauncherKernel("candidate", str(cand_lib), cand_sha, **common)
+    try:
+        orig.load(), cand.load()
+        job = WorkerJob(candidate_lib=str(cand_lib), original_lib=str(orig_lib), scenarios=[SC], seed=11, device="cpu",
+                        min_samples=samples, max_samples=samples, budget_ms=1e9)
+        res = Runner(job, cand, orig, HostDevice(), allocate=arenas.allocate, free=arenas.free).run(SC, 0)
+        return res, cand.sandbox
+    finally:
+        cand.close(), orig.close()
+
+
+def test_an_honest_kernel_in_its_own_process_is_correct(built: Path) -> None:
+    res, report = _verify(built)
+    assert res.correct, res.message
+    assert res.candidate is not None and res.candidate.samples == 3
+    assert set(report) == {"mode", "landlock_abi", "seccomp", "caps_dropped", "warnings"} and report["mode"] == "on"
+
+
+@pytest.mark.skipif(not SANDBOX, reason="this kernel lacks Landlock or seccomp: the launcher warns and runs unconfined")
+@pytest.mark.parametrize(("probe", "what"), [(1, "an AF_INET socket"), (2, "fork"), (3, "a shell command"),
+                                             (4, "a file outside its temp dir"), (5, "the checker's memory")])
+def test_the_sandbox_refuses_each_escape(built: Path, probe: int, what: str) -> None:
+    """Each probe returns 99 when its escape worked and computes honestly when it was refused."""
+    res, report = _verify(built, cheat=7, probe=probe)
+    assert res.correct, f"{what}: {res.check}/{res.failure_kind}: {res.message}"
+    assert report["landlock_abi"] and report["seccomp"] and report["caps_dropped"] and not report["warnings"]
+
+
+def test_without_the_sandbox_the_probe_does_escape(built: Path) -> None:
+    """The control: the same probe with ATTNQ_SANDBOX=off gets its socket (so the test above tests the
+    sandbox, not a broken probe), and the report says the sandbox was off."""
+    res, report = _verify(built, cheat=7, probe=1, sandbox="off")
+    assert (res.check, res.failure_kind) == ("launch_status", "unsupported") and "99" in res.message
+    assert report["warnings"] and "off" in report["warnings"][0]
+
+
+def test_a_library_that_never_finishes_loading_costs_the_load_limit(built: Path) -> None:
+    lib, sha = hostkernels.build(built, cheat=8)
+    k = LauncherKernel("candidate", str(lib), sha, arenas=HostArenas(), device="cpu")
+    t0 = time.monotonic()
+    with pytest.raises(LoadTimeout, match="within 2 s"):
+        k.load(timeout_s=2.0)
+    assert time.monotonic() - t0 < 10
+    assert k.proc.poll() is not None  # the launcher was killed
+
+
+@pytest.mark.skipif(hostkernels.cudart_dir() is None, reason="needs libcudart.so.13 (toolkit or nvidia wheel)")
+def test_the_entry_point_guard_refuses_other_driver_functions_at_run_time(built: Path) -> None:
+    """The candidate's import of cudaGetDriverEntryPoint binds to the guard (loaded first, RTLD_GLOBAL):
+    cuStreamCreate is refused and reported (symbol_policy/forbidden_call); cuTensorMapEncodeTiled passes."""
+    res, _ = _verify(built, cheat=9)
+    assert (res.check, res.failure_kind) == ("symbol_policy", "forbidden_call"), res.message
+    assert "cuStreamCreate" in res.message
+    res, _ = _verify(built, cheat=10)
+    assert res.correct, res.message
+    res, _ = _verify(built, cheat=9, guard=False)  # without the guard the runtime answers (no driver here: NULL)
+    assert res.check != "symbol_policy"
+
+
+def test_the_worker_speaks_its_protocol_with_launchers(built: Path) -> None:
+    """harness.worker end to end on a CPU job: hello, ready (with the sandbox report), a correct result,
+    done; a library whose constructor never returns ends in load_error after the load limit."""
+    lib, sha = hostkernels.build(built)
+
+    def run(cand: Path, cand_sha: str) -> list[dict]:
+        job = WorkerJob(candidate_lib=str(cand), original_lib=str(lib), candidate_sha256=cand_sha, original_sha256=sha,
+                        scenarios=[SC], seed=3, device="cpu", min_samples=3, max_samples=3, load_timeout_s=3.0,
+                        entry_guard_lib=str(build_entry_guard(built)))
+        r, w = os.pipe()
+        proc = subprocess.Popen([sys.executable, "-m", "harness.worker", "--fd", str(w)], stdin=subprocess.PIPE,
+                                pass_fds=(w,), env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=str(REPO_ROOT),
+                                stderr=subprocess.DEVNULL)
+        os.close(w)
+        proc.communicate(job.model_dump_json().encode(), timeout=120)
+        with os.fdopen(r) as fh:
+            return [json.loads(line) for line in fh]
+
+    msgs = run(lib, sha)
+    assert [m["type"] for m in msgs] == ["hello", "ready", "start", "result", "done"]
+    assert msgs[3]["result"]["correct"], msgs[3]["result"]["message"]
+    assert "sandbox" in msgs[1] and msgs[1]["entry_guard"] is True
+    hang, hang_sha = hostkernels.build(built, cheat=8)
+    t0 = time.monotonic()
+    msgs = run(hang, hang_sha)
+    assert [m["type"] for m in msgs] == ["hello", "load_error"] and "within 3 s" in msgs[1]["message"]
+    assert time.monotonic() - t0 < 60
+
+
+def test_sandbox_report_degrades_with_a_warning_when_off() -> None:
+    rep = apply_sandbox("/nonexistent", mode="off")
+    assert not rep.complete and rep.warnings and "off" in rep.warnings[0]
+    assert landlock_abi() is None or landlock_abi() >= 1
+
+
+def test_arenas_reach_the_launcher_and_nothing_else(built: Path) -> None:
+    """A launcher sees only arenas it was given: a pointer into an unattached buffer is refused before
+    anything runs (the original's arena is never attached to the candidate)."""
+    lib, sha = hostkernels.build(built)
+    arenas = HostArenas()
+    k = LauncherKernel("candidate", str(lib), sha, arenas=arenas, device="cpu")
+    try:
+        k.load()
+        from harness.buffers import Buffers
+        from harness.checker import Runner as _R  # noqa: F401 - the params come from the checker's own builder
+
+        mine = Buffers(torch, SC, torch.bfloat16, "cpu", allocate=arenas.allocate)
+        other = Buffers(torch, SC, torch.bfloat16, "cpu", allocate=arenas.allocate)
+        k.attach(mine)
+        from harness.abi import make_params
+
+        p = make_params(other.q, other.k, other.v, other.o_c, other.lse_c, softmax_scale=0.25, causal=True, num_sms=1)
+        with pytest.raises(Exception, match="outside every arena"):
+            k.call(p)
+        k.detach(mine)
+    finally:
+        k.close()
+
+
+@pytest.mark.skipif(not SANDBOX, reason="this kernel lacks Landlock or seccomp")
+def test_the_weaker_seccomp_mode_keeps_the_filter_and_says_what_it_leaves_out(tmp_path: Path) -> None:
+    """The fallback when CUDA IPC fails under the full sandbox: seccomp only, reported as such."""
+    code = ("import json, os, socket, tempfile; from harness.sandbox import apply_sandbox; "
+            "r = apply_sandbox(tempfile.mkdtemp(), mode='seccomp'); "
+            "ok = True\ntry:\n socket.socket(socket.AF_INET)\nexcept PermissionError:\n ok = False\n"
+            "open(os.environ['OUT'], 'w').write('x'); print(json.dumps([r.landlock_abi, r.seccomp, r.caps_dropped, ok, r.warnings]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OUT": str(tmp_path / "w")})
+    landlock, seccomp, caps, inet_ok, warnings = json.loads(out.stdout)
+    assert landlock is None and seccomp and not caps and not inet_ok  # sockets still refused
+    assert (tmp_path / "w").read_text() == "x" and "Landlock" in warnings[0]  # file writes are not confined
