@@ -88,6 +88,20 @@ def verified(attempts: Sequence[AttemptRecord]) -> list[AttemptRecord]:
     return [a for a in attempts if a.status == "correct" and a.geomean_speedup is not None]
 
 
+def suite_of(a: AttemptRecord) -> str | None:
+    """The suite an attempt was verified on (None without a verdict)."""
+    return a.verdict.suite if a.verdict is not None else None
+
+
+def same_suite(attempts: Sequence[AttemptRecord], ref: AttemptRecord | None) -> list[AttemptRecord]:
+    """The verified attempts on ``ref``'s suite: geomeans over different suites (``production`` vs ``full``)
+    measure different scenario mixes and are not comparable, so the stall and suspicious-win rules compare
+    an attempt only with attempts on its own suite."""
+    if ref is None:
+        return verified(attempts)
+    return [a for a in verified(attempts) if suite_of(a) == suite_of(ref)]
+
+
 def best_attempt(attempts: Sequence[AttemptRecord]) -> AttemptRecord | None:
     """The verified attempt with the highest geomean (earliest on ties), or None."""
     best = None
@@ -145,6 +159,7 @@ def check_stall(attempts: Sequence[AttemptRecord], settings: Settings,
                           data={"kind": "failures", "consecutive_failures": len(streak),
                                 "seqs": [a.seq for a in streak], "statuses": [a.status for a in streak]})
     ver = verified(attempts)
+    ver = same_suite(ver, ver[-1] if ver else None)  # the latest verified attempt's suite
     n = settings.stall_window
     if len(ver) < n:
         return TriggerHit(trigger="stall", fired=False, attempt_seq=last_seq,
@@ -211,7 +226,7 @@ def check_suspicious_win(attempts: Sequence[AttemptRecord], settings: Settings) 
                     continue  # already named by the verdict's flag
                 reasons.append(f"{s.id} at {s.tflops:.0f} TFLOP/s > physical peak {v.physical_peak_tflops:.0f}")
             data["above_physical_peak"] = [s.id for s in over]
-    prev = best_attempt(attempts[:-1])
+    prev = best_attempt(same_suite(attempts[:-1], last))  # only attempts on the same suite compare
     g = last.geomean_speedup if last.status == "correct" else None
     if g is not None and prev is not None and prev.geomean_speedup:
         ratio = g / prev.geomean_speedup

@@ -165,3 +165,31 @@ def test_every_hit_has_numeric_evidence(name: str, tmp_path: Path) -> None:
     for n in range(1, len(atts) + 1):
         for h in detect(atts[:n], [], Settings(workspace=tmp_path), cooldown=False):
             assert f"#{n}" in h.evidence and any(ch.isdigit() for ch in h.evidence.replace(f"#{n}", ""))
+
+
+def test_geomeans_compare_only_within_one_suite(tmp_path: Path) -> None:
+    """A verify on another suite (production after full) is not a jump nor a plateau step of the full series:
+    geomeans over different scenario mixes do not compare (seen in the stage-2 campaign, where a production
+    run at 28.8x fired suspicious_win against full runs at 12.7x)."""
+    raw = json.loads((DATA / "suspicious_win.json").read_text())["attempts"]
+    base = next(a for a in raw if a["verdict"] is not None and a["verdict"]["status"] == "correct")
+    with CampaignStore(tmp_path / "suites.sqlite") as store:
+        for suite, scale in (("full", 1.0), ("full", 1.01), ("production", 2.5)):
+            v = Verdict.model_validate(base["verdict"])
+            v = v.model_copy(update={"suite": suite, "geomean_speedup": v.geomean_speedup * scale})
+            store.record_attempt(base["source_path"], base["source_text"] + f"\n// {suite} {scale}\n",
+                                 base["compile_result"], v, None)
+        atts = store.attempts()
+    settings = Settings(workspace=tmp_path)
+    hit = check_suspicious_win(atts, settings)
+    assert "previous_best_seq" not in hit.data  # nothing on `production` before it to compare with
+    assert "in one step" not in hit.evidence
+    # the same jump within one suite does fire
+    with CampaignStore(tmp_path / "one.sqlite") as store:
+        for scale in (1.0, 2.5):
+            v = Verdict.model_validate(base["verdict"])
+            v = v.model_copy(update={"suite": "full", "geomean_speedup": v.geomean_speedup * scale})
+            store.record_attempt(base["source_path"], base["source_text"] + f"\n// {scale}\n",
+                                 base["compile_result"], v, None)
+        same = store.attempts()
+    assert check_suspicious_win(same, settings).fired
