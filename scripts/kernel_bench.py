@@ -32,7 +32,9 @@ from harness.abi import load_kernel, make_params  # noqa: E402
 from harness.compile import nvcc_flags  # noqa: E402
 from harness.reference import attention_reference  # noqa: E402
 
-GRID = [(d, causal, s) for d in (64, 128, 256) for causal in (False, True) for s in (512, 1024, 2048, 4096, 8192, 16384)]
+# the FA3 benchmark grid (16k tokens, hidden 2048 -> 2048 // head_dim heads), plus head_dim 96/192 (--dims)
+GRID = [(d, causal, s) for d in (64, 96, 128, 192, 256) for causal in (False, True)
+        for s in (512, 1024, 2048, 4096, 8192, 16384)]
 # (batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, causal, dtype): odd lengths, GQA, fp16, sq != sk
 CHECKS = [
     (2, 300, 300, 4, 4, 64, False, torch.bfloat16), (2, 300, 300, 4, 4, 128, True, torch.bfloat16),
@@ -40,6 +42,7 @@ CHECKS = [
     (1, 1234, 777, 8, 8, 128, True, torch.bfloat16), (4, 256, 4096, 4, 1, 64, False, torch.float16),
     (1, 2048, 2048, 16, 16, 256, False, torch.float16), (2, 129, 65, 6, 3, 128, False, torch.bfloat16),
     (2, 4096, 4096, 8, 8, 128, False, torch.bfloat16), (2, 4096, 4096, 8, 8, 64, True, torch.bfloat16),
+    (2, 1500, 1500, 10, 5, 192, True, torch.bfloat16), (1, 3000, 3000, 10, 10, 192, False, torch.float16),
 ]
 TOL = {torch.bfloat16: (1.5e-2, 1e-2), torch.float16: (2e-3, 2e-3)}
 
