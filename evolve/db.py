@@ -21,15 +21,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field
 
 from harness.errors import StoreError
-from harness.store import STORE_FILENAME, utc_now, validate_campaign_id
+from harness.store import STORE_FILENAME, utc_now, validate_campaign_id, write_transaction
 
 ProgramStatus = Literal["pending", "rejected", "failed_compile", "incorrect", "error", "correct"]
 TicketState = Literal["planned", "issued", "submitted", "done", "failed"]
@@ -213,20 +212,8 @@ class EvolveDB:
         """The tables in ``<state_dir>/campaign.sqlite`` (the campaign store's file)."""
         return cls(Path(state_dir) / STORE_FILENAME)
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Cursor]:
-        with self._lock:
-            cur = self._conn.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE")
-                yield cur
-                cur.execute("COMMIT")
-            except BaseException:
-                if self._conn.in_transaction:
-                    cur.execute("ROLLBACK")
-                raise
-            finally:
-                cur.close()
+    def _tx(self) -> AbstractContextManager[sqlite3.Cursor]:
+        return write_transaction(self._conn, self._lock)
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> int:
         try:

@@ -21,7 +21,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
@@ -48,6 +48,24 @@ STORE_FILENAME = "campaign.sqlite"
 SCHEMA_VERSION = 1
 #: A campaign id is a slug: a letter or digit, then up to 63 letters, digits, ``.``, ``_`` or ``-``.
 CAMPAIGN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection, lock: Any) -> Iterator[sqlite3.Cursor]:
+    """One write transaction on ``conn`` under ``lock`` (BEGIN IMMEDIATE ... COMMIT; ROLLBACK on error).
+    Shared by the campaign store and evolve's tables in the same SQLite file."""
+    with lock:
+        cur = conn.cursor()
+        try:
+            cur.execute("BEGIN IMMEDIATE")
+            yield cur
+            cur.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                cur.execute("ROLLBACK")
+            raise
+        finally:
+            cur.close()
 
 
 def validate_campaign_id(campaign_id: str) -> str:
@@ -268,21 +286,9 @@ class CampaignStore(HumanQuestionTables):
         return cls(settings.state_dir / STORE_FILENAME, campaign_id=campaign_id, create=create)
 
     # -- plumbing -----------------------------------------------------------------------------
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Cursor]:
-        """One write transaction (BEGIN IMMEDIATE ... COMMIT; ROLLBACK on error)."""
-        with self._lock:
-            cur = self._conn.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE")
-                yield cur
-                cur.execute("COMMIT")
-            except BaseException:
-                if self._conn.in_transaction:
-                    cur.execute("ROLLBACK")
-                raise
-            finally:
-                cur.close()
+    def _tx(self) -> AbstractContextManager[sqlite3.Cursor]:
+        """One write transaction (:func:`write_transaction`)."""
+        return write_transaction(self._conn, self._lock)
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         with self._lock:

@@ -37,14 +37,7 @@ for step in "$@"; do
 done
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT/logs"
 export PYTHONUNBUFFERED=1 ATTNQ_LOG_LEVEL=${ATTNQ_LOG_LEVEL:-warning}
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-if ls .fa3/*.tgz >/dev/null 2>&1; then
-  mkdir -p /tmp/fa3 && for t in .fa3/*.tgz; do tar xzf "$t" -C /tmp/fa3; done && export PYTHONPATH=/tmp/fa3:$PYTHONPATH
-fi
+. scripts/gpu_env.sh
 attnq() { python3 -m attnq "$@"; }
 steps=${*:-info tests original aa quick wrong}
 # the knob domains of the evolve steps (kBM and kWarps are tied: each warp owns 16 query rows)

@@ -8,14 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site
-fi
-if ls .fa3/*.tgz >/dev/null 2>&1; then
-  mkdir -p /tmp/fa3 && tar xzf .fa3/*.tgz -C /tmp/fa3 && export PYTHONPATH=/tmp/fa3${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+. scripts/gpu_env.sh
 K=${KERNEL:-kernels/attn_fast.cu}
 IFS=";" read -r -a VS <<< "${VARIANTS:-base=}"
 args=(); for v in "${VS[@]}"; do args+=(--variant "$v"); done
