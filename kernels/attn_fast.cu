@@ -84,6 +84,7 @@ struct KParams {
     int tiles_per_split;
     float scale_log2;  // softmax_scale * log2(e)
     int* tile_counter; // warp-specialized kernel, causal: dynamic tile order (zeroed before the launch), else null
+    int sec_heads;     // warp-specialized kernel: (batch, head) pairs per L2 section of the tile order (v11)
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -1419,7 +1420,7 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_MERGE256 0
 #endif
 #ifndef ATTN_WS_D192
-#define ATTN_WS_D192 0  // head_dim 192 on the warp-specialized kernel (BN 112, 3 column blocks); not yet GPU-run
+#define ATTN_WS_D192 1  // v11: head_dim 192 on the warp-specialized kernel (BN 112, 3 column blocks; run 17: 0.40 -> 0.80x FA3)
 #endif
 #ifndef ATTN_WS_BN192
 #define ATTN_WS_BN192 112
@@ -1429,6 +1430,15 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #endif
 #ifndef ATTN_WS_BN128N
 #define ATTN_WS_BN128N 176  // v8: key-tile width of the d128 kernel when not causal
+#endif
+#ifndef ATTN_WS_L2MB
+#define ATTN_WS_L2MB 8  // v11: tile order in sections of heads whose K+V fit this many MB of L2 (0: v10's order)
+#endif
+#ifndef ATTN_WS_RMID
+#define ATTN_WS_RMID 0  // v11 candidate: rescale O between the S issue and the PV issue (FA3's order), not after the PV
+#endif
+#ifndef ATTN_WS_LAZY
+#define ATTN_WS_LAZY 0  // v11 candidate: a warp skips the O rescale when none of its rows' running max moved
 #endif
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -1505,11 +1515,18 @@ constexpr int ws_smem_bytes() {
 struct WsTile {
     int b, h, m0, n_tiles;
 };
+// v11 (run 17's ncu: v10 read K/V from DRAM at 26% (d128 s8k) / 75% (d256 s1k) of its bandwidth, L2 hit
+// 64% / 31%; FA3 3% / 21%): tiles go in sections of sec_heads (batch, head) pairs whose K and V fit in L2;
+// inside a section the row blocks go heaviest first and, per row block, over the section's heads, so the
+// CTAs running at one time share a few heads' K/V. sec_heads = batch * hq gives v10's order.
 __device__ __forceinline__ WsTile ws_tile(const KParams& p, int t, int m_blocks, int BM, int BN) {
     const int bh_count = p.batch * p.hq;
     WsTile w;
-    const int mb = m_blocks - 1 - t / bh_count;
-    const int bh = t % bh_count;
+    const int per_sec = p.sec_heads * m_blocks;
+    const int sec = t / per_sec, r = t - sec * per_sec, h0 = sec * p.sec_heads;
+    const int nh = min(p.sec_heads, bh_count - h0);
+    const int mb = m_blocks - 1 - r / nh;
+    const int bh = h0 + r % nh;
     w.b = bh / p.hq;
     w.h = bh % p.hq;
     w.m0 = mb * BM;
@@ -1681,6 +1698,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
         float s[NC * 4];
         uint32_t pa[BN / 16][4];
+        float alpha_p[2] = {1.f, 1.f};  // RMID: the rescale the next P V needs, applied at its issue point
         auto issue_s = [&](uint32_t kbuf) {
             wg_fence();
 #pragma unroll
@@ -1748,6 +1766,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             }
         };
         auto rescale_o = [&](const float (&alpha)[2]) {
+            if (ATTN_WS_LAZY && !__any_sync(0xffffffffu, (alpha[0] != 1.f) | (alpha[1] != 1.f))) return;
 #pragma unroll
             for (int c = 0; c < NO; ++c) {
                 o[4 * c] *= alpha[0];
@@ -1770,8 +1789,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 mbar_arrive(WS_EMPTY_K(s0));
                 if (w.n_tiles == 1) mbar_arrive(bQEmpty);
             }
-            float alpha[2];
-            softmax(0, alpha);
+            softmax(0, alpha_p);
             pack_p();
         };
         first_s();
@@ -1782,6 +1800,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
                 if (PP) named_sync(me, 256);
                 issue_s(sK + ks * kKV);
+                if (ATTN_WS_RMID) rescale_o(alpha_p);  // o is not in flight: P_{j-2} V_{j-2} was waited for
                 mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
                 issue_pv(sV + vs * kKV);
                 if (PP) named_arrive(other, 256);
@@ -1797,7 +1816,12 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 reg_fence(o);
                 reg_fence_u(pa);
                 if (leader) mbar_arrive(WS_EMPTY_V(vs));
-                rescale_o(alpha);
+                if (ATTN_WS_RMID) {
+                    alpha_p[0] = alpha[0];
+                    alpha_p[1] = alpha[1];
+                } else {
+                    rescale_o(alpha);
+                }
                 pack_p();
                 ++j;
                 continue;
@@ -1811,6 +1835,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             if (tn >= total || !MERGE) {  // last tile of this CTA, or no merged boundary (register budget)
                 mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
                 if (PP) named_sync(me, 256);
+                if (ATTN_WS_RMID) rescale_o(alpha_p);
                 issue_pv(sV + vs * kKV);
                 if (PP) named_arrive(other, 256);
                 wg_wait<0>();
@@ -1840,6 +1865,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
             if (PP) named_sync(me, 256);
             issue_s(sK + s0 * kKV);
+            if (ATTN_WS_RMID) rescale_o(alpha_p);
             mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);  // the last V of the previous tile
             issue_pv(sV + vs * kKV);
             if (PP) named_arrive(other, 256);
@@ -1852,10 +1878,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             const float mo[2] = {m_r[0], m_r[1]}, lo[2] = {l_r[0], l_r[1]};
             m_r[0] = m_r[1] = -INFINITY;
             l_r[0] = l_r[1] = 0.f;
-            {
-                float alpha[2];
-                softmax(0, alpha);
-            }
+            softmax(0, alpha_p);  // o is zeroed below: the value of alpha_p does not matter for this tile's P_0 V_0
             wg_wait<0>();
             reg_fence(o);
             reg_fence_u(pa);
@@ -1927,9 +1950,14 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 3;
     const int m_blocks = (kp.sq + 64 * NWG - 1) / (64 * NWG);
     const long long tiles = (long long)m_blocks * kp.batch * kp.hq;
+    KParams kps = kp;
+    const int bh_count = kp.batch * kp.hq;
+    const long long kv_head_bytes = 4LL * kp.sk * D / kp.group;  // K + V bytes per query head (bf16 / fp16)
+    kps.sec_heads = ATTN_WS_L2MB > 0 ? (int)max(1LL, min((long long)bh_count, (ATTN_WS_L2MB * 1048576LL) / max(1LL, kv_head_bytes)))
+                                     : bh_count;
     const bool persist = ATTN_WS_PERSIST && !(D == 256 && kp.causal && !ATTN_WS_PERSIST_C256 && kp.tile_counter == nullptr);
     const long long grid = (persist && tiles > num_sms) ? num_sms : tiles;  // persistent: one CTA per SM
-    kern<<<(unsigned)grid, 128 * (NWG + 1), smem, stream>>>(mq, mk, mv, kp, m_blocks);
+    kern<<<(unsigned)grid, 128 * (NWG + 1), smem, stream>>>(mq, mk, mv, kps, m_blocks);
     return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }
 

@@ -136,7 +136,8 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="copy the built libraries here")
     ap.add_argument("--build-only", action="store_true")
     ap.add_argument("--prebuilt", type=Path, help="load NAME.so from this folder instead of building")
-    ap.add_argument("--one", help="only call each variant 3 times on one grid scenario, e.g. d128_n_s8192 (for ncu)")
+    ap.add_argument("--one", help="only call each variant (and FA3) --calls times on one grid scenario, e.g. d128_n_s8192 (for ncu)")
+    ap.add_argument("--calls", type=int, default=3, help="calls per variant with --one")
     args = ap.parse_args()
     from triton.testing import do_bench
 
@@ -171,6 +172,8 @@ def main() -> None:
     runners = {}
     for name, path in libs.items():
         runners[name] = Runner(path)
+        if args.one:  # ncu counts the first launches it matches: no check calls before the one scenario
+            continue
         bad = check(runners[name])
         print(f"[{name}] check: {'OK' if not bad else 'FAILED'}", flush=True)
         for line in bad:
@@ -187,8 +190,11 @@ def main() -> None:
         q, k, v = grid_tensors(int(d[1:]), int(s[1:]))
         for name, r in runners.items():
             call, *_ = r.prepare(q, k, v, c == "c", int(d[1:]) ** -0.5)
-            for _ in range(3):
+            for _ in range(args.calls):
                 call()
+        if fa3 is not None:
+            for _ in range(args.calls):
+                fa3.flash_attn_func(q, k, v, softmax_scale=int(d[1:]) ** -0.5, causal=c == "c")
         torch.cuda.synchronize()
         return
     for (d, causal, s) in GRID:
