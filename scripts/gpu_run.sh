@@ -13,7 +13,8 @@
 #         launchers run the same ~0.5 ms GPU spin before each timed call, harness/host_cover.py). aa_cover first
 #         runs tests/gpu/test_host_cover.py (the spin lasts as long as the anchors'), and after the runs
 #         scripts/compare_aa.py on both sets: A/A spreads, the original's time with / without the cover,
-#         vs-anchor geomeans, and which rule to keep (issue 16). `aa aa_cover` takes ~9 min with full suites.
+#         vs-anchor geomeans, and which rule to keep (issue 16). `aa aa_cover` with three full suites each takes
+#         ~10 min; AA_SUITES="full full" (~6-7 min) fits one 10-minute device call.
 #   corpus: the CPU corpus test with every adversarial kernel built (ATTNQ_TEST_FULL_CORPUS=1)
 #   report: after fastq/fast/quick, the roofline fields of that verdict and `attnq report` on it (needs matplotlib)
 #   bugs: the original and kernels/attn_fast.cu on the `bugs` suite; the wrong variants of
