@@ -17,7 +17,8 @@ Scenario fields (harness/scenarios.py) win over the draws: a declared ``layout``
 a declared ``softmax_scale`` every call's scale, declared ``inputs`` every call's values for the tensors
 they name; ``repeats`` raises the number of determinism repeats (harness.draws.repeats_of). The memory
 guard runs before any allocation; the exactness check after the reference checks of each checked draw.
-Anchors (torch SDPA backends, FA3) run here on the original's buffers, timed like the kernels.
+Anchors (torch SDPA backends, FA3) run here on the original's buffers, timed like the kernels, behind
+the host-path cover (harness/host_cover.py; the kernels get it from their launchers when ATTNQ_HOST_COVER_ALL=1).
 """
 
 from __future__ import annotations
@@ -43,12 +44,10 @@ from harness.endpoints import (
     RefusedCall,
     fatal_kind,
 )
+from harness.host_cover import host_cover_cycles
 from harness.scenarios import Scenario
 from harness.verdict import ErrorStats, PhaseTimes, ScenarioResult, TimingStats
 
-#: GPU spin before each timed anchor call (~0.5 ms at 1.98 GHz): torch SDPA's host path can outlast the
-#: L2 flush, and the idle GPU would count as the anchor's time (H200: 2x swings on tiny scenarios).
-ANCHOR_HOST_COVER_CYCLES = 1_000_000
 #: Sampled rows of every timed call checked against the fp32 reference: pairs x rows per pair.
 ROW_PAIRS, ROWS_PER_PAIR = 4, 32
 
@@ -89,13 +88,14 @@ class CudaDevice:
     def flush(self) -> None:
         self.flush_buf.zero_()
 
-    def timed(self, fn: Any, host_cover_cycles: int = 0) -> tuple[float, float]:
-        """(event ms, host wall ms) of ``fn``; events on the legacy default stream after an L2 flush."""
+    def timed(self, fn: Any, cover_cycles: int = 0) -> tuple[float, float]:
+        """(event ms, host wall ms) of ``fn``; events on the legacy default stream after an L2 flush and,
+        when ``cover_cycles`` > 0, a GPU spin of that many cycles (harness/host_cover.py)."""
         torch = self.torch
         self.sync()
         self.flush()
-        if host_cover_cycles:
-            torch.cuda._sleep(host_cover_cycles)
+        if cover_cycles:
+            torch.cuda._sleep(cover_cycles)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         t0 = time.perf_counter()
@@ -119,7 +119,7 @@ class HostDevice:
     def flush(self) -> None:
         pass
 
-    def timed(self, fn: Any, host_cover_cycles: int = 0) -> tuple[float, float]:
+    def timed(self, fn: Any, cover_cycles: int = 0) -> tuple[float, float]:
         t0 = time.perf_counter()
         fn()
         ms = (time.perf_counter() - t0) * 1e3
@@ -363,6 +363,7 @@ class Runner:
 
         torch, job = self.torch, self.job
         anchors = _Anchors(torch, sc, job.anchors)
+        cover = host_cover_cycles("anchor", job.host_cover_all)  # the kernels': their launchers apply it
         t_c: list[float] = []
         t_o: list[float] = []
         w_c: list[float] = []
@@ -391,7 +392,7 @@ class Runner:
             for name, times in t_a.items():
                 fn = anchors.runner(name, bufs_o, draw.layout)
                 if fn is not None:
-                    times.append(self.dev.timed(fn, ANCHOR_HOST_COVER_CYCLES)[0])
+                    times.append(self.dev.timed(fn, cover)[0])
                     gpu_ms += times[-1]
             rows = sample_rows(sc.batch, sc.num_heads_q, sc.seqlen_q, ROW_PAIRS, ROWS_PER_PAIR, gen, self.device)
             t_ref = time.perf_counter()

@@ -35,6 +35,9 @@ class Settings(BaseSettings):
                                    "(default: the measured H200 figure, harness/roofline.py)")
     matmul_tflops: float | None = Field(default=None, gt=0, description="matmul rate for the compute roof, "
                                         "TFLOP/s (default: the rate each verification measures)")
+    host_cover_all: bool = Field(default=False, description="the anchors' host-path cover (a ~0.5 ms GPU spin "
+                                 "before each timed call) for the candidate and the original too "
+                                 "(ATTNQ_HOST_COVER_ALL=1; harness/host_cover.py)")
     seed: int | None = Field(default=None, description="seed for question selection (tests); None = random")
     state: Path | None = Field(default=None, description="where attnq keeps its build cache, campaign store and "
                                "locks (ATTNQ_STATE); default <workspace>/.attnq")

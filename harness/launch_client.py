@@ -49,12 +49,14 @@ class SandboxIpcError(LauncherError):
 class LauncherKernel:
     """A kernel library in its own launcher process. ``arenas``: harness.arena.HostArenas/CudaArenas
     (how the checker's buffers are exported); ``device``: "cuda" or "cpu"; ``guard``: the entry-point
-    guard library or None; ``sandbox``: "on" | "off" (ATTNQ_SANDBOX); ``wait``: False returns as soon as
-    the process is spawned (call :meth:`wait_ready` before anything else), so starts overlap."""
+    guard library or None; ``sandbox``: "on" | "off" (ATTNQ_SANDBOX); ``host_cover_cycles``: the GPU spin
+    before each timed call (harness.host_cover.host_cover_cycles; 0: none), as the launcher reports it in
+    ``self.host_cover_cycles`` once ready; ``wait``: False returns as soon as the process is spawned (call
+    :meth:`wait_ready` before anything else), so starts overlap."""
 
     def __init__(self, name: str, lib_path: str, sha256: str, *, arenas: Any, device: str = "cuda", gpu: int = 0,
                  guard: str | None = None, cudart: str = "libcudart.so.13", sandbox: str = "on",
-                 start_timeout_s: float = START_TIMEOUT_S, wait: bool = True) -> None:
+                 host_cover_cycles: int = 0, start_timeout_s: float = START_TIMEOUT_S, wait: bool = True) -> None:
         self.name, self.arenas, self.lib_sha256, self.source_lib, self.cudart = name, arenas, sha256, lib_path, cudart
         self.tmp = tempfile.mkdtemp(prefix=f"attnq-{name}-")
         self.libdir = tempfile.mkdtemp(prefix=f"attnq-{name}-lib-")
@@ -65,7 +67,8 @@ class LauncherKernel:
         path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)  # wheels in /tmp/site
         env.update(HOME=self.tmp, TMPDIR=self.tmp, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
         cmd = [sys.executable, "-m", "harness.launcher", "--sock", str(theirs.fileno()), "--device", device,
-               "--gpu", str(gpu), "--tmp", self.tmp, "--cudart", cudart, "--sandbox", sandbox]
+               "--gpu", str(gpu), "--tmp", self.tmp, "--cudart", cudart, "--sandbox", sandbox,
+               "--host-cover-cycles", str(host_cover_cycles)]
         if guard:
             cmd += ["--guard", guard]
         self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), env=env, cwd=self.tmp, stdin=subprocess.DEVNULL)
@@ -76,6 +79,7 @@ class LauncherKernel:
         self.start_timeout_s = start_timeout_s
         self.sandbox: dict[str, Any] = {}
         self.guard = False
+        self.cover_requested, self.host_cover_cycles = host_cover_cycles, 0
         self._ready = False
         if wait:
             self.wait_ready()
@@ -111,6 +115,7 @@ class LauncherKernel:
             raise LauncherError(f"the {self.name} launcher could not start: {ready.get('error')}")
         self.sandbox = ready.get("sandbox", {})
         self.guard = bool(ready.get("guard"))
+        self.host_cover_cycles = int(ready.get("host_cover_cycles", 0))
         if ready.get("ipc_error"):
             self.close()
             raise SandboxIpcError(f"the {self.name} launcher cannot map the checker's memory under sandbox mode "

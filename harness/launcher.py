@@ -1,14 +1,15 @@
 """The launcher: the process a kernel library runs in (the candidate's, and the original's, alike).
 
-``python -m harness.launcher --sock FD --device cuda|cpu --gpu N --tmp DIR [--guard LIB] [--cudart PATH]``.
-It starts the CUDA runtime (its own context), loads the entry-point guard (harness/native/entry_guard.c)
-and the runtime with RTLD_GLOBAL, confines itself (harness/sandbox.py), reports ``ready``, and then
+``python -m harness.launcher --sock FD --device cuda|cpu --gpu N --tmp DIR [--guard LIB] [--cudart PATH]
+[--host-cover-cycles N]``. It starts the CUDA runtime (its own context), loads the entry-point guard
+(harness/native/entry_guard.c) and the runtime with RTLD_GLOBAL, loads the host-path cover's spin kernel
+when N > 0 (harness/host_cover.py), confines itself (harness/sandbox.py), reports ``ready``, and then
 only does what the checker asks over its socket (length-prefixed JSON, fds for CPU arenas):
 
 ``load`` (hash-check and dlopen the library), ``map``/``unmap`` (an arena the checker owns),
 ``query`` (``attn_fwd_workspace_bytes`` on NULL data pointers, then a device synchronize), ``call``
 (``attn_fwd`` on the legacy default stream with pointers relocated into mapped arenas; timed calls
-get an L2-flushing memset and events around the call), ``exit``. It holds no expected answer and
+get an L2-flushing memset, then the N-cycle spin when N > 0, and events around the call), ``exit``. It holds no expected answer and
 no buffer it was not given; it never imports torch. A sticky CUDA error is reported (``fatal``) and
 ends the process.
 """
@@ -66,7 +67,7 @@ def recv_msg(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
 class _Cuda:
     """The launcher's CUDA runtime calls (ctypes)."""
 
-    def __init__(self, cudart_path: str, gpu: int) -> None:
+    def __init__(self, cudart_path: str, gpu: int, cover_cycles: int = 0) -> None:
         self.rt = ctypes.CDLL(cudart_path, mode=ctypes.RTLD_GLOBAL)
         self.rt.cudaGetErrorString.restype = ctypes.c_char_p
         self._check(self.rt.cudaSetDevice(gpu), "cudaSetDevice")
@@ -79,6 +80,13 @@ class _Cuda:
         self.start, self.end = ctypes.c_void_p(), ctypes.c_void_p()
         self._check(self.rt.cudaEventCreate(ctypes.byref(self.start)), "cudaEventCreate")
         self._check(self.rt.cudaEventCreate(ctypes.byref(self.end)), "cudaEventCreate")
+        self.cover_cycles, self.cover = cover_cycles, None
+        if cover_cycles:  # JIT-compiled, loaded and run once now: before the library and the sandbox
+            from harness.host_cover import SpinKernel
+
+            self.cover = SpinKernel()
+            self.cover.launch(1)
+            self._check(self.rt.cudaDeviceSynchronize(), "host cover spin")
 
     def _check(self, code: int, what: str) -> None:
         if code != 0:
@@ -93,7 +101,9 @@ class _Cuda:
         return None if code == 0 else f"{self.rt.cudaGetErrorString(code).decode()} (cudaError {code})"
 
     def timed(self, fn: Any) -> float:
-        self.rt.cudaMemsetAsync(self.flush, 0, ctypes.c_size_t(self.flush_bytes), None)  # L2 flush + host cover
+        self.rt.cudaMemsetAsync(self.flush, 0, ctypes.c_size_t(self.flush_bytes), None)  # L2 flush
+        if self.cover is not None:  # the anchors' host-path cover (harness.host_cover.host_cover_cycles)
+            self.cover.launch(self.cover_cycles)
         self.rt.cudaEventRecord(self.start, None)
         fn()
         self.rt.cudaEventRecord(self.end, None)
@@ -106,9 +116,12 @@ class _Cuda:
 
 
 class _Host:
-    """CPU stand-in (tests): no device, host time."""
+    """CPU stand-in (tests): no device, host time; no spin (``cover_cycles`` is only reported)."""
 
     rt = None
+
+    def __init__(self, cover_cycles: int = 0) -> None:
+        self.cover_cycles = cover_cycles
 
     def last_error(self) -> str | None:
         return None
@@ -212,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--guard", default="")
     ap.add_argument("--cudart", default="libcudart.so.13")
     ap.add_argument("--sandbox", choices=("on", "seccomp", "off"), default="on")
+    ap.add_argument("--host-cover-cycles", type=int, default=0, help="GPU spin before each timed call")
     args = ap.parse_args(argv)
     sock = socket.socket(fileno=args.sock)
     os.chdir(args.tmp)
@@ -221,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
         if guard is not None:
             guard.attnq_guard_last_refused.restype = ctypes.c_char_p
             guard.attnq_guard_refused_count.restype = ctypes.c_long
-        dev = _Cuda(args.cudart, args.gpu) if args.device == "cuda" else _Host()
+        if args.host_cover_cycles < 0:
+            raise ValueError(f"--host-cover-cycles must be >= 0, not {args.host_cover_cycles}")
+        dev = _Cuda(args.cudart, args.gpu, args.host_cover_cycles) if args.device == "cuda" else _Host(args.host_cover_cycles)
         send_msg(sock, {"started": True, "pid": os.getpid()})
         # a probe arena from the checker: mapped once before and once after the sandbox applies, so a
         # sandbox layer that breaks CUDA IPC on this machine is found now, not at the first scenario
@@ -241,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the checker falls back to a weaker mode
         ipc_error = f"{type(exc).__name__}: {exc}"
     send_msg(sock, {"ready": True, "pid": os.getpid(), "guard": guard is not None, "ipc_error": ipc_error,
+                    "host_cover_cycles": dev.cover_cycles,
                     "sandbox": {"mode": args.sandbox, "landlock_abi": report.landlock_abi, "seccomp": report.seccomp,
                                 "caps_dropped": report.caps_dropped, "warnings": report.warnings}})
     if ipc_error:

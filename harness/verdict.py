@@ -182,6 +182,9 @@ class Verdict(BaseModel):
     message: str | None = Field(default=None, description="why the run ended early, if it did")
     sandbox: dict = Field(default_factory=dict, description="the candidate process's confinement as applied: "
                           "landlock_abi, seccomp, caps_dropped, warnings (docs/checks.md)")
+    host_cover_cycles: dict[str, int] = Field(default_factory=dict, description="GPU spin (SM clock cycles) before "
+                                              "each timed call of the anchors, the candidate and the original "
+                                              "(0: none; harness/host_cover.py, ATTNQ_HOST_COVER_ALL)")
     scenarios: list[ScenarioResult] = Field(default_factory=list)
 
 

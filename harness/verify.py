@@ -337,6 +337,7 @@ def _run_all(job_base: WorkerJob, scenarios: list[Scenario], options: VerifyOpti
                 elif kind == "ready":  # libraries loaded in their launchers; the candidate's sandbox report
                     info["startup_s"] = info.get("startup_s", 0.0) + float(msg.get("load_s", 0.0))
                     info["sandbox"] = msg.get("sandbox", {})
+                    info["host_cover_cycles"] = msg.get("host_cover_cycles", {})
                     deadline = time.monotonic() + options.scenario_timeout_s
                 elif kind == "start":
                     current = int(msg["index"])
@@ -405,6 +406,7 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
                     draws=options.draws, repeats=options.repeats, load_timeout_s=options.load_timeout_s,
                     entry_guard_lib=str(guard) if guard else None,
                     sandbox="off" if os.environ.get("ATTNQ_SANDBOX", "on") == "off" else "on",
+                    host_cover_all=settings.host_cover_all,
                     anchors=options.anchors, gpu=options.gpu, min_samples=options.min_samples,
                     max_samples=options.max_samples, budget_ms=options.budget_ms,
                     measure_peak=device_key not in peaks, peak_tflops=peaks.get(device_key))
@@ -439,6 +441,7 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
     verdict.phase_s = _phase_totals(verdict, float(info.get("startup_s", 0.0)), sanitize_s)
     verdict.message = ended
     verdict.sandbox = info.get("sandbox", {})
+    verdict.host_cover_cycles = info.get("host_cover_cycles", {})
     if options.sanitize:
         verdict.sanitizer_tool = options.sanitize
         if sanitize_ended:

@@ -57,6 +57,8 @@ class WorkerJob(BaseModel):
     entry_guard_lib: str | None = Field(default=None, description="harness/native/entry_guard.c built (harness/guard.py)")
     load_timeout_s: float = Field(default=20.0, gt=0, description="limit for loading each library (its constructors)")
     sandbox: Literal["on", "off"] = "on"
+    host_cover_all: bool = Field(default=False, description="the anchors' host-path cover before the candidate's "
+                                 "and the original's timed calls too (ATTNQ_HOST_COVER_ALL; harness/host_cover.py)")
 
 
 def cudart_path() -> str:
@@ -76,6 +78,7 @@ def cudart_path() -> str:
 def spawn_launchers(job: WorkerJob) -> tuple[Any, Any, Any]:
     """Start the original's and the candidate's launchers (not waiting: their start overlaps the worker's
     torch import) and the checker's arenas. Returns ``(cand, orig, arenas)``."""
+    from harness.host_cover import host_cover_cycles
     from harness.launch_client import LauncherKernel
 
     if job.device == "cuda":
@@ -87,7 +90,8 @@ def spawn_launchers(job: WorkerJob) -> tuple[Any, Any, Any]:
 
         arenas = HostArenas()
     common = {"arenas": arenas, "device": job.device, "gpu": job.gpu, "guard": job.entry_guard_lib,
-              "cudart": cudart_path() if job.device == "cuda" else "", "sandbox": job.sandbox, "wait": False}
+              "cudart": cudart_path() if job.device == "cuda" else "", "sandbox": job.sandbox, "wait": False,
+              "host_cover_cycles": host_cover_cycles("kernel", job.host_cover_all)}
     orig = LauncherKernel("original", job.original_lib, job.original_sha256, **common)
     try:
         cand = LauncherKernel("candidate", job.candidate_lib, job.candidate_sha256, **common)
@@ -99,9 +103,11 @@ def spawn_launchers(job: WorkerJob) -> tuple[Any, Any, Any]:
 
 def finish_endpoints(job: WorkerJob, cand: Any, orig: Any, arenas: Any) -> tuple[Any, dict[str, Any]]:
     """Wait for both launchers, load each library within ``job.load_timeout_s``, set up the checker's
-    device. Returns ``(dev, info)``; ``info`` describes the candidate's sandbox. Raises LoadTimeout /
+    device. Returns ``(dev, info)``; ``info`` describes the candidate's sandbox and the host-path cover
+    of each timed call (spin cycles: anchor, candidate, original, as the launchers report them). Raises LoadTimeout /
     LauncherError / KernelFatal (reported as load errors); the launchers are closed then."""
     from harness.checker import CudaDevice, HostDevice
+    from harness.host_cover import host_cover_cycles
 
     try:
         if job.device == "cuda":
@@ -133,8 +139,10 @@ def finish_endpoints(job: WorkerJob, cand: Any, orig: Any, arenas: Any) -> tuple
     except Exception:
         cand.close(), orig.close()
         raise
+    cover = {"anchor": host_cover_cycles("anchor", job.host_cover_all), "candidate": cand.host_cover_cycles,
+             "original": orig.host_cover_cycles}
     return dev, {"sandbox": cand.sandbox, "entry_guard": cand.guard, "refused_at_load": list(refused),
-                 "endpoints": (cand, orig)}
+                 "host_cover_cycles": cover, "endpoints": (cand, orig)}
 
 
 def _ready_or_weaker(job: WorkerJob, k: Any, arenas: Any, probe: Any) -> Any:
@@ -155,7 +163,8 @@ def _ready_or_weaker(job: WorkerJob, k: Any, arenas: Any, probe: Any) -> Any:
             print(f"attnq sandbox warning: {exc}; retrying with sandbox mode {nxt!r}", file=sys.stderr)
             mode = nxt
             k = LauncherKernel(k.name, k.source_lib, k.lib_sha256, arenas=arenas, device=job.device, gpu=job.gpu,
-                               guard=job.entry_guard_lib, cudart=k.cudart, sandbox=mode, wait=False)
+                               guard=job.entry_guard_lib, cudart=k.cudart, sandbox=mode,
+                               host_cover_cycles=k.cover_requested, wait=False)
 
 
 def _measure_peak_tflops(torch: Any) -> float:

@@ -7,8 +7,14 @@
 #   sandbox: what the candidate's launcher could apply on this machine (Landlock, seccomp, capabilities)
 #   rowcost: the timed calls' sampled-row reference against a full reference (scripts/measure_row_reference.py)
 #   naive:   kernels/examples/attn_naive.cu on quick
-#   aa_cover: the A/A run of `aa` with ATTNQ_HOST_COVER_ALL=1 (NOTE: under the trust split the kernels are timed
-#         in their launcher processes, which run no GPU spin: the variable has no effect on their timed calls)
+#   aa / aa_cover: A/A runs (a byte-identical copy of the original as the candidate; AA_SUITES, default
+#         "full full full"; anchors AA_ANCHORS, default flash) with the host-path cover on the anchors only (aa)
+#         and, with ATTNQ_HOST_COVER_ALL=1, on the candidate's and the original's timed calls too (aa_cover: the
+#         launchers run the same ~0.5 ms GPU spin before each timed call, harness/host_cover.py). aa_cover first
+#         runs tests/gpu/test_host_cover.py (the spin lasts as long as the anchors'), and after the runs
+#         scripts/compare_aa.py on both sets: A/A spreads, the original's time with / without the cover,
+#         vs-anchor geomeans, and which rule to keep (issue 16). `aa aa_cover` with three full suites each takes
+#         ~10 min; AA_SUITES="full full" (~6-7 min) fits one 10-minute device call.
 #   corpus: the CPU corpus test with every adversarial kernel built (ATTNQ_TEST_FULL_CORPUS=1)
 #   report: after fastq/fast/quick, the roofline fields of that verdict and `attnq report` on it (needs matplotlib)
 #   bugs: the original and kernels/attn_fast.cu on the `bugs` suite; the wrong variants of
@@ -68,16 +74,20 @@ for step in $steps; do
       i=0
       for suite in ${AA_SUITES:-full full full}; do
         i=$((i + 1))
-        ATTNQ_WORKSPACE=/tmp/aa verify_to "aa_$i" "A/A run $i ($suite)" /tmp/aa/attn_original_copy.cu --suite "$suite" --no-record
+        ATTNQ_WORKSPACE=/tmp/aa verify_to "aa_$i" "A/A run $i ($suite)" /tmp/aa/attn_original_copy.cu --suite "$suite" \
+          --anchors "${AA_ANCHORS:-flash}" --no-record
       done ;;
     aa_cover)
+      python3 -m pytest -q -m gpu tests/gpu/test_host_cover.py -p no:cacheprovider 2>&1 | tee "$OUT/logs/host_cover_tests.log" | tail -5
+      note "host cover tests: $(tail -1 "$OUT/logs/host_cover_tests.log")"
       mkdir -p /tmp/aa && cp kernels/attn_original.cu /tmp/aa/attn_original_copy.cu
       i=0
       for suite in ${AA_SUITES:-full full full}; do
         i=$((i + 1))
         ATTNQ_HOST_COVER_ALL=1 ATTNQ_WORKSPACE=/tmp/aa verify_to "aa_cover_$i" "A/A run $i, host cover on all ($suite)" \
-          /tmp/aa/attn_original_copy.cu --suite "$suite" --no-record
-      done ;;
+          /tmp/aa/attn_original_copy.cu --suite "$suite" --anchors "${AA_ANCHORS:-flash}" --no-record
+      done
+      python3 scripts/compare_aa.py "$OUT/logs" | tee -a "$S" ;;
     corpus)
       ATTNQ_TEST_FULL_CORPUS=1 python3 -m pytest -q tests/test_adversarial_static.py -p no:cacheprovider 2>&1 \
         | tee "$OUT/logs/corpus.log" | tail -5

@@ -20,6 +20,7 @@ from harness import REPO_ROOT
 from harness.arena import HostArenas
 from harness.checker import HostDevice, Runner
 from harness.guard import build_entry_guard
+from harness.host_cover import HOST_COVER_CYCLES
 from harness.launch_client import LauncherKernel, LoadTimeout
 from harness.sandbox import apply_sandbox, landlock_abi
 from harness.scenarios import Scenario
@@ -138,6 +139,7 @@ def test_the_worker_speaks_its_protocol_with_launchers(built: Path) -> None:
     assert [m["type"] for m in msgs] == ["hello", "ready", "start", "result", "done"]
     assert msgs[3]["result"]["correct"], msgs[3]["result"]["message"]
     assert "sandbox" in msgs[1] and msgs[1]["entry_guard"] is True
+    assert msgs[1]["host_cover_cycles"] == {"anchor": HOST_COVER_CYCLES, "candidate": 0, "original": 0}
     hang, hang_sha = hostkernels.build(built, cheat=8)
     t0 = time.monotonic()
     msgs = run(hang, hang_sha)
