@@ -11,7 +11,9 @@ garbage; after the call the candidate's inputs are compared with the pristine co
 original runs. Checked draws compare both outputs with the full fp32 reference; every timed call is
 compared with the original's output (whole) and with the fp32 reference on sampled rows, under the
 checked draws' tolerance; determinism repeats replay draw 0's values (reordered) among the timed
-calls and must reproduce its bits.
+calls and must reproduce its bits. With a second candidate endpoint (``cand_b``, a second launcher
+process of the same library) draw 0 runs in the first and every repeat in the second, which never saw
+draw 0 (harness/draws.py ``split``): no cache of the candidate's can replay draw 0's bits.
 
 Scenario fields (harness/scenarios.py) win over the draws: a declared ``layout`` is every call's layout,
 a declared ``softmax_scale`` every call's scale, declared ``inputs`` every call's values for the tensors
@@ -42,6 +44,7 @@ from harness.endpoints import (
     KernelEndpoint,
     KernelFatal,
     RefusedCall,
+    WorkAfterReturn,
     fatal_kind,
 )
 from harness.host_cover import host_cover_cycles
@@ -129,22 +132,30 @@ class HostDevice:
 class Runner:
     """Checks and times one scenario at a time. ``job``: harness.worker.WorkerJob; ``cand``/``orig``:
     endpoints; ``dev``: CudaDevice or HostDevice; ``allocate(nbytes)``: an arena (uint8 tensor) the
-    endpoints can attach (harness/arena.py), default a plain tensor on the device."""
+    endpoints can attach (harness/arena.py), default a plain tensor on the device; ``cand_b``: a second
+    endpoint of the candidate (another process) for the determinism repeats, or None."""
 
     def __init__(self, job: Any, cand: KernelEndpoint, orig: KernelEndpoint, dev: Any,
-                 allocate: Any = None, free: Any = None) -> None:
+                 allocate: Any = None, free: Any = None, cand_b: KernelEndpoint | None = None) -> None:
         import torch
 
         self.torch, self.job, self.cand, self.orig, self.dev = torch, job, cand, orig, dev
+        self.cand_b = cand_b
         self.allocate, self.free = allocate, free
         self.device = "cuda" if dev.kind == "cuda" else "cpu"
         self.phases = PhaseTimes()
 
     # -- calls ---------------------------------------------------------------------------------
+    def _cand(self, draw: CallDraw) -> KernelEndpoint:
+        """The candidate endpoint that runs ``draw``."""
+        return self.cand_b if draw.process and self.cand_b is not None else self.cand
+
     def _result(self, res: CallResult, who: str) -> CallResult:
         if res.refused:
             raise Fail("forbidden_call", "symbol_policy",
                        f"{who} asked the driver for {', '.join(res.refused)} (only cuTensorMap* may be resolved)")
+        if res.threads:
+            raise Fail("work_after_return", "work_after_return", f"{who}: {WorkAfterReturn(res.threads, 'attn_fwd')}")
         if res.status != 0:
             raise Fail("unsupported", "launch_status", f"{who} attn_fwd returned {res.status} (unsupported configuration)")
         if res.error:
@@ -182,7 +193,8 @@ class Runner:
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)
         drawer = CallDrawer(sc, seed ^ 0x5EED, draws=self.job.draws, repeats=repeats_of(sc, self.job.repeats),
-                            min_samples=self.job.min_samples, layouts=(DECLARED,) if sc.layout is not None else LAYOUTS)
+                            min_samples=self.job.min_samples, layouts=(DECLARED,) if sc.layout is not None else LAYOUTS,
+                            split=self.cand_b is not None)
         base.phases = self.phases = PhaseTimes()
         if self.dev.kind == "cuda":
             from harness.memory import worker_refusal
@@ -193,14 +205,20 @@ class Runner:
                 return base
         try:
             ws_c, ws_o = self._query(self.cand, sc, dtype), self._query(self.orig, sc, dtype)
+            if self.cand_b is not None:  # both candidate processes are asked, like any call
+                ws_c = max(ws_c, self._query(self.cand_b, sc, dtype))
         except RefusedCall as exc:
             base.failure_kind, base.check, base.message = "forbidden_call", "symbol_policy", str(exc)
+            return base
+        except WorkAfterReturn as exc:
+            base.failure_kind, base.check, base.message = "work_after_return", "work_after_return", str(exc)
             return base
         bufs_c = Buffers(torch, sc, dtype, self.device, workspace_bytes=ws_c, allocate=self.allocate)
         bufs_o = Buffers(torch, sc, dtype, self.device, workspace_bytes=ws_o, allocate=self.allocate)
         attached: list[tuple[KernelEndpoint, Buffers]] = []
         try:
-            for k, b in ((self.cand, bufs_c), (self.orig, bufs_o)):
+            pairs = [(self.cand, bufs_c), (self.orig, bufs_o)] + ([(self.cand_b, bufs_c)] if self.cand_b else [])
+            for k, b in pairs:
                 k.attach(b)
                 attached.append((k, b))
             t0 = time.perf_counter()
@@ -294,7 +312,7 @@ class Runner:
             draw = drawer.checked(draw_i)
             self._prepare(bufs_c, bufs_o, draw, gen, None)
             self.dev.sync()  # the launcher's context must see the prepared buffers
-            self._result(self.cand.call(self._params(bufs_c, sc)), "candidate")
+            self._result(self._cand(draw).call(self._params(bufs_c, sc)), "candidate")
             self.dev.sync()
             what = f"{draw.kind} inputs" if sc.inputs is None else f"the scenario's inputs, {draw.kind} for the others"
             where = f"[draw {draw_i}: {what}, {draw.layout} layout]"
@@ -384,7 +402,7 @@ class Runner:
             p_c, p_o = self._params(bufs_c, sc), self._params(bufs_o, sc)
             self.dev.flush()  # the checker's own flush: the candidate's process cannot skip it
             self.dev.sync()
-            rc = self._result(self.cand.timed_call(p_c), "candidate")
+            rc = self._result(self._cand(draw).timed_call(p_c), "candidate")
             inputs_same = self._inputs_same_t(bufs_c, bufs_o)  # compared before the original runs
             self.dev.flush()  # the same preamble as the candidate's call (A/A: like with like)
             self.dev.sync()  # nothing of the checker's runs beside the original's timed call

@@ -4,7 +4,12 @@ Every call a kernel sees (checked or timed) draws its layout and scale from the 
 a kernel cannot tell a checked call from a timed one by its parameters. Determinism repeats replay
 the values of the first checked draw at unpredictable positions of the timing loop, with the batch or
 head order permuted where the shape allows (so neither the call's position, its pointers nor its
-content at fixed places give the repeat away). Drawn from a ``random.Random`` seeded per scenario
+content at fixed places give the repeat away). With a second candidate process (``split``), draw 0 runs
+in the first and every repeat in the second, which never saw draw 0's inputs or outputs: a cache in
+the candidate's memory, keyed by anything at all, cannot hand a repeat draw 0's bits (the first repeat
+there is a fresh computation; later repeats could be replayed from it within that process). The
+second process also gets checked draw 1 and about half of the fresh timed calls, so it cannot tell a
+repeat from any other call by being asked. Drawn from ``random.Random`` instances seeded per scenario
 from the run's secret seed: no device round trip, reproducible from the seed.
 
 The value distributions themselves (``kind``) are filled by harness.buffers.Buffers.fill_inputs; this
@@ -32,7 +37,8 @@ SCALE_RANGE = (0.5, 1.5)
 @dataclass(frozen=True)
 class CallDraw:
     """One call's draw. ``repeat``: index of the determinism repeat (None for a fresh draw); a repeat
-    replays draw 0's values (in draw 0's layout and scale) permuted by ``perm`` (see :func:`permutation`)."""
+    replays draw 0's values (in draw 0's layout and scale) permuted by ``perm`` (see :func:`permutation`).
+    ``process``: which candidate process runs the call (0: the one that ran draw 0; 1: the second)."""
 
     layout: str
     scale_factor: float
@@ -40,6 +46,7 @@ class CallDraw:
     repeat: int | None = None
     perm_axis: str | None = None  # "batch" | "kv_heads" | "q_heads" | None
     perm: tuple[int, ...] = ()
+    process: int = 0
 
 
 class CallDrawer:
@@ -52,11 +59,13 @@ class CallDrawer:
         repeats: determinism repeats of draw 0 (see :func:`repeats_of`), placed at random positions among
             the first ``max(min_samples, repeats)`` timed samples.
         layouts: the layouts calls draw from (default LAYOUTS; a declared layout: ``("declared",)``).
+        split: a second candidate process exists: repeats go to it, draw 0 never does (CallDraw.process).
     """
 
     def __init__(self, sc: Scenario, seed: int, *, draws: int, repeats: int, min_samples: int,
-                 layouts: tuple[str, ...] = LAYOUTS) -> None:
+                 layouts: tuple[str, ...] = LAYOUTS, split: bool = False) -> None:
         self.sc, self.rng, self.layouts = sc, random.Random(seed), layouts
+        self.split, self.route = split, random.Random(seed ^ 0x5B117)  # routing apart: the draws stay as they were
         self.kinds = tuple(VALUE_KINDS[i % len(VALUE_KINDS)] for i in range(draws))
         span = max(min_samples, repeats)
         self.repeat_at = sorted(self.rng.sample(range(span), repeats)) if repeats else []
@@ -78,7 +87,8 @@ class CallDrawer:
     def checked(self, i: int) -> CallDraw:
         """The draw of checked call ``i`` (0-based)."""
         layout, factor = self._layout_scale()
-        d = CallDraw(layout=layout, scale_factor=factor, kind=self.kinds[i])
+        d = CallDraw(layout=layout, scale_factor=factor, kind=self.kinds[i],
+                     process=0 if i == 0 else 1 if i == 1 else self._either())
         if i == 0:
             self.first = d
         return d
@@ -89,9 +99,13 @@ class CallDrawer:
         if n in self.repeat_at and self.first is not None:
             axis, perm = permutation(self.sc, self.rng)
             return CallDraw(layout=self.first.layout, scale_factor=self.first.scale_factor, kind=self.first.kind,
-                            repeat=self.repeat_at.index(n), perm_axis=axis, perm=perm)
+                            repeat=self.repeat_at.index(n), perm_axis=axis, perm=perm, process=int(self.split))
         layout, factor = self._layout_scale()
-        return CallDraw(layout=layout, scale_factor=factor, kind=self.rng.choice(self.kinds))
+        return CallDraw(layout=layout, scale_factor=factor, kind=self.rng.choice(self.kinds), process=self._either())
+
+    def _either(self) -> int:
+        """The process of a call that is neither draw 0 nor a repeat: either, at random (0 without a split)."""
+        return int(self.split and self.route.random() < 0.5)
 
     def pending_repeats(self, n_done: int) -> bool:
         """True while a scheduled repeat lies at or after sample ``n_done`` (the loop must reach it)."""

@@ -48,18 +48,30 @@ class RefusedCall(Exception):
         self.names = names
 
 
+class WorkAfterReturn(Exception):
+    """Threads of the kernel's library were alive after it returned (from a load, a query or a call):
+    work that would go on outside the timed call (harness/launcher.py ``threads``)."""
+
+    def __init__(self, threads: int, where: str) -> None:
+        super().__init__(f"{threads} thread(s) started by the library were still alive after {where} returned "
+                         "(work after the call is never timed; no thread may outlive a call)")
+        self.threads = threads
+
+
 @dataclass
 class CallResult:
     """One ``attn_fwd`` call: its return ``status``, the runtime's launch ``error`` (None when clean),
     ``event_ms`` (GPU time between events around the call; timed calls only), ``wall_ms`` (host time of
     the whole call as the checker saw it, synchronization and process round trip included) and
-    ``refused`` (driver functions the entry-point guard refused during the call)."""
+    ``refused`` (driver functions the entry-point guard refused during the call) and ``threads`` (threads
+    of the library alive after the call returned: :class:`WorkAfterReturn`)."""
 
     status: int
     error: str | None = None
     event_ms: float = 0.0
     wall_ms: float = 0.0
     refused: tuple[str, ...] = ()
+    threads: int = 0
 
 
 class KernelEndpoint(Protocol):

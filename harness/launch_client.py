@@ -23,7 +23,7 @@ from typing import Any
 
 from harness import REPO_ROOT
 from harness.abi import POINTER_FIELDS, params_bytes
-from harness.endpoints import CallResult, KernelFatal, RefusedCall
+from harness.endpoints import CallResult, KernelFatal, RefusedCall, WorkAfterReturn
 from harness.launcher import recv_msg, send_msg
 
 #: Limit for loading a library (its constructors run), apart from the interpreter and CUDA start.
@@ -67,7 +67,7 @@ class LauncherKernel:
         path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)  # wheels in /tmp/site
         env.update(HOME=self.tmp, TMPDIR=self.tmp, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
         cmd = [sys.executable, "-m", "harness.launcher", "--sock", str(theirs.fileno()), "--device", device,
-               "--gpu", str(gpu), "--tmp", self.tmp, "--cudart", cudart, "--sandbox", sandbox,
+               "--gpu", str(gpu), "--tmp", self.tmp, "--libdir", self.libdir, "--cudart", cudart, "--sandbox", sandbox,
                "--host-cover-cycles", str(host_cover_cycles)]
         if guard:
             cmd += ["--guard", guard]
@@ -150,13 +150,16 @@ class LauncherKernel:
     # -- the endpoint ----------------------------------------------------------------------------
     def load(self, timeout_s: float = LOAD_TIMEOUT_S) -> tuple[str, ...]:
         """Load the library (its constructors run) within ``timeout_s``. Returns the driver functions the
-        guard refused during the load. Raises LoadTimeout (the process is killed), LauncherError."""
+        guard refused during the load. Raises LoadTimeout (the process is killed), LauncherError (also when
+        the library's constructors left a thread running)."""
         try:
             reply = self._request({"op": "load", "path": str(self.lib), "sha256": self.lib_sha256}, timeout_s=timeout_s)
         except TimeoutError:
             self.close()
             raise LoadTimeout(f"the {self.name} library did not finish loading within {timeout_s:.0f} s (a static "
                               "constructor that never returns?)") from None
+        if reply.get("threads"):
+            raise LauncherError(f"the {self.name} library: {WorkAfterReturn(reply['threads'], 'loading')}")
         return tuple(reply.get("refused", ()))
 
     def workspace_bytes(self, params: Any) -> int:
@@ -165,6 +168,8 @@ class LauncherKernel:
             raise LauncherError(f"{self.name} workspace query: {reply['error']}")
         if reply.get("refused"):
             raise RefusedCall(tuple(reply["refused"]), f"the {self.name}'s workspace query")
+        if reply.get("threads"):
+            raise WorkAfterReturn(int(reply["threads"]), f"the {self.name}'s workspace query")
         return int(reply["bytes"])
 
     def attach(self, bufs: Any) -> None:
@@ -197,7 +202,7 @@ class LauncherKernel:
         reply = self._request(msg)
         wall_ms = (time.perf_counter() - t0) * 1e3
         return CallResult(int(reply["status"]), reply.get("error"), float(reply.get("event_ms", 0.0)), wall_ms,
-                          tuple(reply.get("refused", ())))
+                          tuple(reply.get("refused", ())), int(reply.get("threads", 0)))
 
     def call(self, params: Any) -> CallResult:
         return self._call(params, False)

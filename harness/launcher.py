@@ -1,17 +1,23 @@
 """The launcher: the process a kernel library runs in (the candidate's, and the original's, alike).
 
-``python -m harness.launcher --sock FD --device cuda|cpu --gpu N --tmp DIR [--guard LIB] [--cudart PATH]
-[--host-cover-cycles N]``. It starts the CUDA runtime (its own context), loads the entry-point guard
-(harness/native/entry_guard.c) and the runtime with RTLD_GLOBAL, loads the host-path cover's spin kernel
-when N > 0 (harness/host_cover.py), confines itself (harness/sandbox.py), reports ``ready``, and then
-only does what the checker asks over its socket (length-prefixed JSON, fds for CPU arenas):
+``python -m harness.launcher --sock FD --device cuda|cpu --gpu N --tmp DIR --libdir DIR [--guard LIB]
+[--cudart PATH] [--host-cover-cycles N]``. It starts the CUDA runtime (its own context), loads the entry-point
+guard (harness/native/entry_guard.c) and the runtime with RTLD_GLOBAL, loads the host-path cover's spin
+kernel when N > 0 (harness/host_cover.py), warms every CUDA path the calls take (an IPC mapping, a memset
+launch, events, a module loaded and launched through the driver API: the driver starts its threads now),
+confines itself (harness/sandbox.py: from here on no thread or process can be created), takes the warm-up
+paths again under the sandbox (a failure there makes the checker retry with a weaker mode), reports
+``ready``, and then only does what the checker asks over its socket (length-prefixed JSON, fds for CPU
+arenas):
 
 ``load`` (hash-check and dlopen the library), ``map``/``unmap`` (an arena the checker owns),
 ``query`` (``attn_fwd_workspace_bytes`` on NULL data pointers, then a device synchronize), ``call``
 (``attn_fwd`` on the legacy default stream with pointers relocated into mapped arenas; timed calls
 get an L2-flushing memset, then the N-cycle spin when N > 0, and events around the call), ``exit``. It holds no expected answer and
 no buffer it was not given; it never imports torch. A sticky CUDA error is reported (``fatal``) and
-ends the process.
+ends the process. Every reply to ``load``, ``query`` and ``call`` carries ``threads``: the threads
+alive now that were not when the loop started (/proc/self/task; seccomp refuses new ones where it
+applies, this is the check where it does not): work that would go on after the call returned.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import ctypes
 import hashlib
 import json
 import os
+import pathlib
 import socket
 import struct
 import sys
@@ -32,6 +39,21 @@ from harness.arena import close_arena, open_arena
 from harness.endpoints import fatal_kind
 
 MAX_FDS = 4
+#: A kernel that does nothing, loaded from PTX and launched through the driver API before the sandbox
+#: (the path the candidate's own module takes at its first launch: module load, JIT, launch).
+_WARM_PTX = b""".version 7.0
+.target sm_52
+.address_size 64
+.visible .entry attnq_warm() { ret; }
+\0"""
+
+
+def live_tasks() -> set[str]:
+    """Thread ids of this process (/proc/self/task)."""
+    try:
+        return set(os.listdir("/proc/self/task"))
+    except OSError:
+        return set()
 
 
 def send_msg(sock: socket.socket, msg: dict[str, Any], fds: list[int] | None = None) -> None:
@@ -88,6 +110,32 @@ class _Cuda:
             self.cover.launch(1)
             self._check(self.rt.cudaDeviceSynchronize(), "host cover spin")
 
+    def warm(self) -> str | None:
+        """Take every CUDA path a call takes (a memset launch, events, a synchronize, a module loaded from
+        PTX and launched through the driver API), so that threads the driver starts lazily exist before
+        seccomp refuses new ones. Raises RuntimeError when the runtime fails; returns why the driver-API
+        module warm-up did not run (None when it did)."""
+        self._check(self.rt.cudaMemsetAsync(self.flush, 0, ctypes.c_size_t(1 << 20), None), "warm-up memset")
+        self._check(self.rt.cudaEventRecord(self.start, None), "warm-up event")
+        self._check(self.rt.cudaEventRecord(self.end, None), "warm-up event")
+        self._check(self.rt.cudaDeviceSynchronize(), "warm-up synchronize")
+        self.elapsed_ms()
+        try:
+            cu = ctypes.CDLL("libcuda.so.1")
+            mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+            cu.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+            for what, code in (("cuModuleLoadData", lambda: cu.cuModuleLoadData(ctypes.byref(mod), _WARM_PTX)),
+                               ("cuModuleGetFunction", lambda: cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"attnq_warm")),
+                               ("cuLaunchKernel", lambda: cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, None, None, None)),
+                               ("cuCtxSynchronize", lambda: cu.cuCtxSynchronize())):
+                rc = code()
+                if rc != 0:
+                    return f"{what} returned CUresult {rc}"
+            cu.cuModuleUnload(mod)
+        except (OSError, AttributeError) as exc:
+            return f"driver API unavailable: {exc}"
+        return None
+
     def _check(self, code: int, what: str) -> None:
         if code != 0:
             raise RuntimeError(f"{what} failed: {self.rt.cudaGetErrorString(code).decode()} (cudaError {code})")
@@ -123,6 +171,9 @@ class _Host:
     def __init__(self, cover_cycles: int = 0) -> None:
         self.cover_cycles = cover_cycles
 
+    def warm(self) -> str | None:
+        return None
+
     def last_error(self) -> str | None:
         return None
 
@@ -145,6 +196,11 @@ class Launcher:
         self.dev, self.guard = dev, guard
         self.lib: KernelLibrary | None = None
         self.arenas: dict[int, tuple[int, int, dict, Any]] = {}  # id -> (base, size, desc, keep)
+        self.tasks = live_tasks()  # the launcher's own threads and the CUDA runtime's, before the library
+
+    def threads(self) -> int:
+        """Threads alive now that were not before the library was loaded."""
+        return len(live_tasks() - self.tasks)
 
     def refused(self, before: int) -> list[str]:
         if self.guard is None:
@@ -176,8 +232,8 @@ class Launcher:
             if msg.get("sha256") and data_hash != msg["sha256"]:
                 raise ValueError(f"{msg['path']} changed since it was compiled (sha256 {data_hash[:12]})")
             before = self.guard_count()
-            self.lib = KernelLibrary(__import__("pathlib").Path(msg["path"]))
-            return {"ok": True, "refused": self.refused(before)}
+            self.lib = KernelLibrary(pathlib.Path(msg["path"]))
+            return {"ok": True, "refused": self.refused(before), "threads": self.threads()}
         if op == "map":
             base, keep = open_arena(msg["arena"], fds, self.dev.rt)
             self.arenas[int(msg["id"])] = (base, int(msg["arena"]["size"]), msg["arena"], keep)
@@ -196,7 +252,7 @@ class Launcher:
             before = self.guard_count()
             n = self.lib.workspace_bytes(p)
             err = self.dev.last_error() or self.dev.sync()  # nothing the query launched outlives it
-            return {"ok": True, "bytes": n, "error": err, "refused": self.refused(before)}
+            return {"ok": True, "bytes": n, "error": err, "refused": self.refused(before), "threads": self.threads()}
         if op == "call":
             p = self.relocate(msg)
             before = self.guard_count()
@@ -211,7 +267,7 @@ class Launcher:
             if event_ms < 0:
                 event_ms = self.dev.elapsed_ms() if sync_err is None else 0.0
             return {"ok": True, "status": out["status"], "error": out["error"] or sync_err, "event_ms": event_ms,
-                    "refused": self.refused(before)}
+                    "refused": self.refused(before), "threads": self.threads()}
         raise ValueError(f"unknown op {op!r}")
 
 
@@ -222,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--gpu", type=int, default=0)
     ap.add_argument("--tmp", required=True)
+    ap.add_argument("--libdir", default="", help="the library's private copy (readable under the sandbox)")
     ap.add_argument("--guard", default="")
     ap.add_argument("--cudart", default="libcudart.so.13")
     ap.add_argument("--sandbox", choices=("on", "seccomp", "off"), default="on")
@@ -238,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.host_cover_cycles < 0:
             raise ValueError(f"--host-cover-cycles must be >= 0, not {args.host_cover_cycles}")
         dev = _Cuda(args.cudart, args.gpu, args.host_cover_cycles) if args.device == "cuda" else _Host(args.host_cover_cycles)
+        warm_note = dev.warm()
         send_msg(sock, {"started": True, "pid": os.getpid()})
         # a probe arena from the checker: mapped once before and once after the sandbox applies, so a
         # sandbox layer that breaks CUDA IPC on this machine is found now, not at the first scenario
@@ -247,15 +305,21 @@ def main(argv: list[str] | None = None) -> int:
         close_arena(probe["arena"], open_arena(probe["arena"], fds[:1], dev.rt)[1], dev.rt)
         from harness.sandbox import apply_sandbox
 
-        report = apply_sandbox(args.tmp, mode=args.sandbox)
+        report = apply_sandbox(args.tmp, mode=args.sandbox, readable=[args.libdir] if args.libdir else [])
     except Exception as exc:  # noqa: BLE001 - reported to the checker
         send_msg(sock, {"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return 4
     ipc_error = None
-    try:
+    try:  # the same paths under the sandbox: a layer that breaks them is found now, not at the first call
         close_arena(probe["arena"], open_arena(probe["arena"], fds[1:2], dev.rt)[1], dev.rt)
+        again = dev.warm()
+        if again and not warm_note:
+            raise RuntimeError(f"the driver-API warm-up fails under the sandbox: {again}")
     except Exception as exc:  # noqa: BLE001 - the checker falls back to a weaker mode
         ipc_error = f"{type(exc).__name__}: {exc}"
+    if warm_note:
+        report.warnings.append(f"driver-API module warm-up not run ({warm_note}): a driver thread started at the "
+                               "candidate's first launch would be refused")
     send_msg(sock, {"ready": True, "pid": os.getpid(), "guard": guard is not None, "ipc_error": ipc_error,
                     "host_cover_cycles": dev.cover_cycles,
                     "sandbox": {"mode": args.sandbox, "landlock_abi": report.landlock_abi, "seccomp": report.seccomp,

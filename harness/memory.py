@@ -22,6 +22,8 @@ GIB = float(1 << 30)
 RESERVE_BYTES = 2 << 30
 #: The worker's L2 flush buffer (4 x L2, at least 256 MiB: harness/worker.py).
 FLUSH_BYTES = 256 << 20
+#: The candidate's second launcher (the determinism repeats' process): a CUDA context and its own flush buffer.
+REPEAT_LAUNCHER_BYTES = 768 << 20
 #: Guard bytes around each allocation (harness/buffers.py GUARD_BYTES, both sides).
 _GUARDS = 2 * (64 << 10)
 #: fp32 score block of the reference, at most (harness/reference.py: chunk_heads keeps it near 1 GiB).
@@ -69,7 +71,8 @@ def estimate_peak_bytes(sc: Scenario) -> PeakEstimate:
     return PeakEstimate(buffers=buffers, copies=copies, reference=reference, total=buffers + copies + reference)
 
 
-def refusal(sc: Scenario, device_bytes: int, reserve_bytes: int = RESERVE_BYTES + FLUSH_BYTES) -> str | None:
+def refusal(sc: Scenario, device_bytes: int,
+            reserve_bytes: int = RESERVE_BYTES + FLUSH_BYTES + REPEAT_LAUNCHER_BYTES) -> str | None:
     """A plain message when ``sc`` cannot fit a device of ``device_bytes``, else None."""
     est = estimate_peak_bytes(sc)
     room = device_bytes - reserve_bytes

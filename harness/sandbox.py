@@ -4,14 +4,21 @@ Three layers, each applied where the kernel offers it, each reported (:class:`Sa
 
 * **Landlock** (Linux >= 5.13; raw syscalls through ctypes, the kernel's documented ABI): writes,
   file creation/removal/renames and execution are allowed only beneath the launcher's temp dir (and
-  writes to the NVIDIA device files the driver opens); TCP bind/connect are refused (ABI >= 4);
-  signals and abstract unix sockets cannot reach outside the sandbox (ABI >= 6). Landlock also
-  stops the process from ptracing or reading the memory of any process outside it (the checker).
+  writes to the NVIDIA device files the driver opens); file READS only beneath :func:`read_paths`
+  (the temp dir, the library's private copy, the system's libraries, Python's standard library, the
+  harness package, the NVIDIA device files, the process's own /proc entry and /proc/driver, /sys):
+  not the user's home, the repository, the campaign store, other temp dirs; TCP bind/connect are
+  refused (ABI >= 4); signals and abstract unix sockets cannot reach outside the sandbox (ABI >= 6).
+  Landlock also stops the process from ptracing or reading the memory of any process outside it.
 * **seccomp** (libseccomp through the ``pyseccomp`` binding, or libseccomp's own ``seccomp`` module
-  where installed): no execve/execveat, no fork/vfork, no clone without CLONE_THREAD (threads stay
-  possible; clone3 answers ENOSYS so libc falls back to clone), no socket other than AF_UNIX and no
-  connect/bind/listen/accept at all, no io_uring, ptrace, process_vm_readv/writev, unshare, setns,
-  bpf, perf_event_open, setsid/setpgid (it stays in the checker's process group).
+  where installed), loaded after the launcher's CUDA set-up (context, IPC, events, a warm-up launch)
+  and before the candidate's library: no new threads or processes (clone refused whatever its flags,
+  clone3 answers ENOSYS, fork/vfork/execve refused), no timers that deliver signals (setitimer, alarm,
+  timer_create) and no new resource limits (a SIGXCPU alarm): nothing of the candidate's can run
+  after ``attn_fwd`` returned; no new sockets at all (socket, socketpair), no connect/bind/listen/
+  accept, no sendto with an address; no SysV shared memory, message queues or semaphores, no POSIX
+  message queues, no kernel keyrings; no io_uring, ptrace, process_vm_readv/writev, unshare, setns,
+  bpf, perf_event_open, syslog, setsid/setpgid (it stays in the checker's process group).
 * **capabilities**: every capability dropped (bounding, effective, permitted, inheritable) and
   no_new_privs set: root without capabilities cannot ptrace a non-dumpable process (the checker
   makes itself non-dumpable) nor override file permissions.
@@ -39,8 +46,22 @@ FS_REFER, FS_TRUNCATE = 1 << 13, 1 << 14
 NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 38, 24
-_CLONE_THREAD = 0x00010000
-_AF_UNIX = 1
+#: The calls seccomp refuses with EPERM (a name this libseccomp/arch does not know is skipped).
+DENIED_CALLS = (
+    # processes and threads (clone itself is refused below; clone3 answers ENOSYS)
+    "execve", "execveat", "fork", "vfork",
+    # work after return: signal-delivering timers, a CPU-time limit (SIGXCPU)
+    "setitimer", "alarm", "timer_create", "timer_settime", "setrlimit",
+    # other processes' memory, namespaces, kernel facilities
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "unshare", "setns", "bpf",
+    "perf_event_open", "io_uring_setup", "io_uring_enter", "io_uring_register", "syslog",
+    "setsid", "setpgid",
+    # channels that outlive the process or reach other processes: sockets, SysV and POSIX IPC, keyrings
+    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
+    "shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop",
+    "semctl", "mq_open", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr", "mq_unlink",
+    "add_key", "request_key", "keyctl",
+)
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -78,10 +99,35 @@ def landlock_abi() -> int | None:
     return int(r) if r > 0 else None
 
 
-def _apply_landlock(abi: int, writable: list[str], devices: list[str]) -> None:
+def read_paths(extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """What the launcher and the candidate may read once confined (existing paths only): ``extra`` (the
+    temp dir, the library's private copy), the system's libraries (/usr, /lib*, /etc/ld.so.*), Python's
+    standard library and the interpreter's prefix (site-packages: the CUDA runtime wheel), the harness
+    package (lazy imports), the NVIDIA device files and /dev/null, /dev/zero, /dev/urandom, this
+    process's /proc entry (/proc/self resolved), /proc/driver, /proc/devices, /proc/meminfo,
+    /proc/cpuinfo, /proc/stat, /sys (device topology). Not readable: home directories, the
+    repository (but its harness package), the campaign store, /tmp outside the temp dir, /dev/shm,
+    other processes' /proc entries."""
+    import sys
+    import sysconfig
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = [*extra, "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache", "/etc/ld.so.conf",
+             "/etc/ld.so.conf.d", "/opt/nvidia", "/dev/zero", "/dev/urandom", "/dev/random", "/sys",
+             "/proc/driver", "/proc/devices", "/proc/meminfo", "/proc/cpuinfo", "/proc/stat",
+             f"/proc/{os.getpid()}", here, sys.prefix, sys.base_prefix, sys.exec_prefix,
+             *(sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+             *nvidia_device_paths()]
+    import pwd
+
+    too_wide = {"/", "/home", "/root", "/tmp", "/var", "/var/tmp", os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)}
+    return sorted({os.path.realpath(p) for p in paths if p and os.path.exists(p)} - too_wide)
+
+
+def _apply_landlock(abi: int, writable: list[str], devices: list[str], readable: list[str]) -> None:
     libc = _libc()
-    fs = (FS_EXECUTE | FS_WRITE_FILE | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_CHAR | FS_MAKE_DIR | FS_MAKE_REG
-          | FS_MAKE_SOCK | FS_MAKE_FIFO | FS_MAKE_BLOCK | FS_MAKE_SYM)
+    fs = (FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_READ_DIR | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_CHAR
+          | FS_MAKE_DIR | FS_MAKE_REG | FS_MAKE_SOCK | FS_MAKE_FIFO | FS_MAKE_BLOCK | FS_MAKE_SYM)
     if abi >= 2:
         fs |= FS_REFER
     if abi >= 3:
@@ -94,8 +140,10 @@ def _apply_landlock(abi: int, writable: list[str], devices: list[str]) -> None:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset: " + os.strerror(ctypes.get_errno()))
     try:
         rules = [(p, fs & ~FS_EXECUTE) for p in writable]
-        file_rights = FS_WRITE_FILE | (FS_TRUNCATE if abi >= 3 else 0)
+        file_rights = FS_WRITE_FILE | FS_READ_FILE | (FS_TRUNCATE if abi >= 3 else 0)
         rules += [(p, file_rights if not os.path.isdir(p) else fs & ~FS_EXECUTE) for p in devices]
+        rules += [(p, FS_READ_FILE | (FS_READ_DIR if os.path.isdir(p) else 0)) for p in readable
+                  if p not in writable and p not in devices]
         for path, rights in rules:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
@@ -128,16 +176,15 @@ def _build_seccomp() -> tuple[object, str]:
     sc, name = _seccomp_module()
     f = sc.SyscallFilter(defaction=sc.ALLOW)
     eperm = sc.ERRNO(errno.EPERM)
-    for call in ("execve", "execveat", "fork", "vfork", "ptrace", "process_vm_readv", "process_vm_writev",
-                 "connect", "bind", "listen", "accept", "accept4", "io_uring_setup", "unshare", "setns",
-                 "bpf", "perf_event_open", "pidfd_getfd", "setsid", "setpgid"):
+    for call in DENIED_CALLS:
         try:
             f.add_rule(eperm, call)
         except (RuntimeError, ValueError, OSError):  # a name unknown to this libseccomp/arch
             pass
-    f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # libc falls back to clone, where flags can be checked
-    f.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
-    f.add_rule(eperm, "socket", sc.Arg(0, sc.NE, _AF_UNIX))
+    f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")  # libc falls back to clone (refused: EAGAIN, like a full table)
+    f.add_rule(sc.ERRNO(errno.EAGAIN), "clone")  # no thread, no process, whatever the flags
+    f.add_rule(eperm, "prlimit64", sc.Arg(2, sc.NE, 0))  # reading a limit stays possible
+    f.add_rule(eperm, "sendto", sc.Arg(4, sc.NE, 0))  # only the connected socket the launcher was given
     return f, name
 
 
@@ -163,16 +210,20 @@ def nvidia_device_paths() -> list[str]:
     return sorted(set(glob.glob("/dev/nvidia*")) | ({"/dev/null"} if os.path.exists("/dev/null") else set()))
 
 
+_NO_SECCOMP = ("new threads and processes, timers, sockets and SysV IPC are not blocked (threads alive after a "
+               "call are still detected through /proc/self/task)")
+
 #: Sandbox modes, strongest first: the launcher falls back one step when CUDA IPC stops working under a
 #: mode (harness/worker.py), and the report says so. "seccomp": no Landlock, capabilities kept.
 MODES = ("on", "seccomp", "off")
 
 
-def apply_sandbox(temp_dir: str, *, mode: str = "on") -> SandboxReport:
-    """Confine the calling process (and the threads it starts later). ``mode``: "on" (each layer where
-    available, warnings for the rest), "seccomp" (the seccomp filter only) or "off" (nothing; the report
-    says so). Never raises for a layer the system lacks; raises OSError when a layer that IS available
-    fails half-way (the launcher then refuses to load the candidate)."""
+def apply_sandbox(temp_dir: str, *, mode: str = "on", readable: list[str] | tuple[str, ...] = ()) -> SandboxReport:
+    """Confine the calling process. ``mode``: "on" (each layer where available, warnings for the rest),
+    "seccomp" (the seccomp filter only) or "off" (nothing; the report says so). ``readable``: paths the
+    process must still read besides :func:`read_paths`' defaults (the library's private copy). Never
+    raises for a layer the system lacks; raises OSError when a layer that IS available fails half-way
+    (the launcher then refuses to load the candidate)."""
     rep = SandboxReport()
     if mode == "off":
         rep.warnings.append("sandbox switched off: the candidate runs with the user's rights")
@@ -185,9 +236,9 @@ def apply_sandbox(temp_dir: str, *, mode: str = "on") -> SandboxReport:
     try:
         filt, binding = _build_seccomp()
     except ImportError:
-        rep.warnings.append("no seccomp binding (pip install pyseccomp): exec, fork and sockets are not blocked")
+        rep.warnings.append(f"no seccomp binding (pip install pyseccomp): {_NO_SECCOMP}")
     except (OSError, RuntimeError) as exc:  # libseccomp.so.2 missing
-        rep.warnings.append(f"seccomp unavailable ({exc}): exec, fork and sockets are not blocked")
+        rep.warnings.append(f"seccomp unavailable ({exc}): {_NO_SECCOMP}")
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
     try:
@@ -198,10 +249,10 @@ def apply_sandbox(temp_dir: str, *, mode: str = "on") -> SandboxReport:
         rep.warnings.append(f"capabilities not dropped ({exc})")
     abi = landlock_abi() if mode == "on" else None
     if abi is None and mode == "on":
-        rep.warnings.append("Landlock unavailable in this kernel: file writes outside the temp dir and TCP are "
-                            "not blocked by the kernel (seccomp still refuses sockets other than AF_UNIX)")
+        rep.warnings.append("Landlock unavailable in this kernel: file reads and writes outside the temp dir and "
+                            "TCP are not blocked by the kernel (seccomp still refuses new sockets)")
     elif abi is not None:
-        _apply_landlock(abi, [temp_dir], nvidia_device_paths())
+        _apply_landlock(abi, [os.path.realpath(temp_dir)], nvidia_device_paths(), read_paths(list(readable)))
         rep.landlock_abi = abi
         if abi < 4:
             rep.warnings.append(f"Landlock ABI {abi} < 4: TCP is refused by seccomp only")
@@ -210,5 +261,5 @@ def apply_sandbox(temp_dir: str, *, mode: str = "on") -> SandboxReport:
             filt.load()  # type: ignore[attr-defined]
             rep.seccomp = binding
         except (OSError, RuntimeError) as exc:  # the kernel refused the filter
-            rep.warnings.append(f"seccomp filter not loaded ({exc}): exec, fork and sockets are not blocked")
+            rep.warnings.append(f"seccomp filter not loaded ({exc}): {_NO_SECCOMP}")
     return rep

@@ -20,6 +20,7 @@ CHECKS = (
     "build_hash",           # the verdict names the sha256 of the exact library checked and timed
     "load_limit",           # loading each library (its constructors) has its own short limit (20 s)
     "sandbox",              # the candidate runs in its own confined process: no network, writes, processes
+    "work_after_return",    # no thread or process of the candidate's outlives a call (seccomp; /proc/self/task after each call)
     "worker_isolation",     # fresh process; crash, hang, illegal address end in a verdict, harness goes on
     "memory_guard",         # a scenario's peak memory is estimated; one that cannot fit is refused before allocation
     "launch_status",        # attn_fwd returned nonzero (unsupported) or the launch failed
@@ -46,6 +47,7 @@ FailureKind = Literal[
     "out_of_bounds_write", # a guard region around an input or output was written
     "nondeterministic",   # two runs on the same inputs differ: a race
     "timed_output_wrong", # outputs of the timed calls did not match the checked outputs
+    "work_after_return",  # a thread of the library was alive after attn_fwd (or the workspace query) returned
     "forbidden_call",     # the kernel asked the driver for a function the entry-point guard refuses
     "unsupported",        # attn_fwd returned nonzero
     "launch_error",       # a CUDA error after the call (bad launch configuration, too much smem)

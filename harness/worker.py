@@ -6,8 +6,9 @@ parent (harness/verify.py) enforces timeouts and restarts the worker after a cra
 
 Trust split: the candidate runs in a launcher process (harness/launcher.py, sandboxed: no network, no
 writes outside its temp dir, no new processes) that maps only the candidate's buffers (CUDA IPC) and
-only launches ``attn_fwd`` on them; the original runs in a second launcher of its own, so both are
-timed the same way. Comparisons, the fp32 reference and the verdict live here (harness/checker.py),
+only launches ``attn_fwd`` on them; the original runs in a launcher of its own, so both are timed the
+same way. A second launcher of the candidate (``repeat_process``) runs the determinism repeats (and a
+share of the other calls): it never sees draw 0, so no cache of the candidate's can replay it. Comparisons, the fp32 reference and the verdict live here (harness/checker.py),
 where the candidate's code never runs. Loading each library has its own limit (``load_timeout_s``).
 """
 
@@ -59,6 +60,8 @@ class WorkerJob(BaseModel):
     sandbox: Literal["on", "off"] = "on"
     host_cover_all: bool = Field(default=False, description="the anchors' host-path cover before the candidate's "
                                  "and the original's timed calls too (ATTNQ_HOST_COVER_ALL; harness/host_cover.py)")
+    repeat_process: bool = Field(default=True, description="run the determinism repeats in a second candidate "
+                                 "launcher that never saw draw 0 (harness/draws.py split)")
 
 
 def cudart_path() -> str:
@@ -75,9 +78,10 @@ def cudart_path() -> str:
     return "libcudart.so.13"
 
 
-def spawn_launchers(job: WorkerJob) -> tuple[Any, Any, Any]:
+def spawn_launchers(job: WorkerJob) -> tuple[Any, Any, Any, Any]:
     """Start the original's and the candidate's launchers (not waiting: their start overlaps the worker's
-    torch import) and the checker's arenas. Returns ``(cand, orig, arenas)``."""
+    torch import) and the checker's arenas. Returns ``(cand, orig, arenas, cand_b)``; ``cand_b``: the
+    candidate's second launcher (the repeats), None without ``job.repeat_process``."""
     from harness.host_cover import host_cover_cycles
     from harness.launch_client import LauncherKernel
 
@@ -93,19 +97,25 @@ def spawn_launchers(job: WorkerJob) -> tuple[Any, Any, Any]:
               "cudart": cudart_path() if job.device == "cuda" else "", "sandbox": job.sandbox, "wait": False,
               "host_cover_cycles": host_cover_cycles("kernel", job.host_cover_all)}
     orig = LauncherKernel("original", job.original_lib, job.original_sha256, **common)
+    cand = cand_b = None
     try:
         cand = LauncherKernel("candidate", job.candidate_lib, job.candidate_sha256, **common)
+        if job.repeat_process:
+            cand_b = LauncherKernel("candidate-b", job.candidate_lib, job.candidate_sha256, **common)
     except Exception:
-        orig.close()
+        for k in (orig, cand):
+            if k is not None:
+                k.close()
         raise
-    return cand, orig, arenas
+    return cand, orig, arenas, cand_b
 
 
-def finish_endpoints(job: WorkerJob, cand: Any, orig: Any, arenas: Any) -> tuple[Any, dict[str, Any]]:
-    """Wait for both launchers, load each library within ``job.load_timeout_s``, set up the checker's
-    device. Returns ``(dev, info)``; ``info`` describes the candidate's sandbox and the host-path cover
-    of each timed call (spin cycles: anchor, candidate, original, as the launchers report them). Raises LoadTimeout /
-    LauncherError / KernelFatal (reported as load errors); the launchers are closed then."""
+def finish_endpoints(job: WorkerJob, cand: Any, orig: Any, arenas: Any, cand_b: Any = None) -> tuple[Any, dict[str, Any]]:
+    """Wait for the launchers, load each library within ``job.load_timeout_s``, set up the checker's
+    device. Returns ``(dev, info)``; ``info`` describes the candidate's sandbox and the host-path cover of
+    each timed call (spin cycles: anchor, candidate, original, as the launchers report them) and holds the
+    endpoints ``(cand, orig, cand_b)``. Raises LoadTimeout / LauncherError / KernelFatal (reported as load
+    errors); the launchers are closed then."""
     from harness.checker import CudaDevice, HostDevice
     from harness.host_cover import host_cover_cycles
 
@@ -127,22 +137,32 @@ def finish_endpoints(job: WorkerJob, cand: Any, orig: Any, arenas: Any) -> tuple
         try:
             orig = _ready_or_weaker(job, orig, arenas, probe)
             cand = _ready_or_weaker(job, cand, arenas, probe)
+            if cand_b is not None:
+                cand_b = _ready_or_weaker(job, cand_b, arenas, probe)
         finally:
             arenas.free(probe)
         orig.load(job.load_timeout_s)
         refused = cand.load(job.load_timeout_s)
+        if cand_b is not None:
+            refused = refused or cand_b.load(job.load_timeout_s)
         if refused:
             from harness.launch_client import LauncherError
 
             raise LauncherError(f"the candidate asked the driver for {', '.join(refused)} while loading (only "
                                 "cuTensorMap* may be resolved)")
     except Exception:
-        cand.close(), orig.close()
+        for k in (cand, orig, cand_b):
+            if k is not None:
+                k.close()
         raise
+    sandbox = dict(cand.sandbox)
+    if cand_b is not None and cand_b.sandbox.get("mode") != sandbox.get("mode"):
+        weaker = f"the repeat process runs in sandbox mode {cand_b.sandbox.get('mode')!r}: {cand_b.sandbox.get('warnings')}"
+        sandbox["warnings"] = [*sandbox.get("warnings", []), weaker]
     cover = {"anchor": host_cover_cycles("anchor", job.host_cover_all), "candidate": cand.host_cover_cycles,
              "original": orig.host_cover_cycles}
-    return dev, {"sandbox": cand.sandbox, "entry_guard": cand.guard, "refused_at_load": list(refused),
-                 "host_cover_cycles": cover, "endpoints": (cand, orig)}
+    return dev, {"sandbox": sandbox, "entry_guard": cand.guard, "refused_at_load": list(refused),
+                 "host_cover_cycles": cover, "endpoints": (cand, orig, cand_b)}
 
 
 def _ready_or_weaker(job: WorkerJob, k: Any, arenas: Any, probe: Any) -> Any:
@@ -239,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         job.peak_tflops = job.peak_tflops or info.get("peak_tflops")
         job.physical_peak_tflops = job.physical_peak_tflops or info["physical_peak_tflops"]
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which maps it
-        for k in launchers[:2]:
-            k.close()
+        for k in (launchers[0], launchers[1], launchers[3]) if launchers else ():
+            if k is not None:
+                k.close()
         send({"type": "load_error", "message": f"{type(exc).__name__}: {exc}"})
         return 4
     # the candidate's process must not be able to read this one's memory (it has no CAP_SYS_PTRACE)
@@ -250,10 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     from harness.endpoints import KernelFatal
 
     t_load = time.perf_counter()
-    cand, orig, arenas = launchers
+    cand, orig, arenas, cand_b = launchers
     try:
-        dev, sandbox = finish_endpoints(job, cand, orig, arenas)
-        cand, orig = sandbox.pop("endpoints")
+        dev, sandbox = finish_endpoints(job, cand, orig, arenas, cand_b)
+        cand, orig, cand_b = sandbox.pop("endpoints")
     except Exception as exc:  # noqa: BLE001 - load timeout, refused start, a library that does not load
         send({"type": "load_error", "message": f"{type(exc).__name__}: {exc}",
               "load_s": round(time.perf_counter() - t_load, 3)})
@@ -261,11 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     send({"type": "ready", **sandbox, "load_s": round(time.perf_counter() - t_load, 3)})
     for w in sandbox["sandbox"].get("warnings", []):
         print(f"attnq sandbox warning: {w}", file=sys.stderr)
-    runner = Runner(job, cand, orig, dev, allocate=arenas.allocate, free=arenas.free)
+    runner = Runner(job, cand, orig, dev, allocate=arenas.allocate, free=arenas.free, cand_b=cand_b)
     try:
         return _serve(job, runner, send, KernelFatal)
     finally:
-        cand.close(), orig.close()
+        for k in (cand, orig, cand_b):
+            if k is not None:
+                k.close()
 
 
 def _serve(job: WorkerJob, runner: Any, send: Any, fatal_exc: type) -> int:

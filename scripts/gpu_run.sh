@@ -4,7 +4,9 @@
 #                                                  corpus fast fastq fastna fa3 prodfa3 cand mcp report evolve evolve2
 #                                                  export bugs sanitize sandbox rowcost naive
 #                                                  (default: info tests original aa quick wrong)
-#   sandbox: what the candidate's launcher could apply on this machine (Landlock, seccomp, capabilities)
+#   sandbox: what the candidate's launcher could apply on this machine (Landlock, seccomp, capabilities), a real CUDA
+#         launcher under the full sandbox running the original (scripts/launcher_probe.py: must say mode "on", no
+#         warning, outputs written, no thread after the call) and the CPU tests of the red team's classes
 #   rowcost: the timed calls' sampled-row reference against a full reference (scripts/measure_row_reference.py)
 #   naive:   kernels/examples/attn_naive.cu on quick
 #   aa / aa_cover: A/A runs (a byte-identical copy of the original as the candidate; AA_SUITES, default
@@ -155,7 +157,14 @@ print(' '.join('--scenario ' + s.id for s in pick_scenarios(load_suite('bugs').s
       done ;;
     sandbox)
       python3 -c "import json, tempfile; from harness.sandbox import apply_sandbox; r = apply_sandbox(tempfile.mkdtemp()); print('sandbox', json.dumps(r.__dict__))" 2>&1 | tee -a "$S"
-      python3 -c "import pyseccomp" 2>&1 | tail -1 | sed 's/^/pyseccomp import: /' | tee -a "$S" ;;
+      python3 -c "import pyseccomp" 2>&1 | tail -1 | sed 's/^/pyseccomp import: /' | tee -a "$S"
+      # a real CUDA launcher (warm-up, sandbox, post-sandbox probe, thread baseline) with the original kernel:
+      # its sandbox report must be mode "on" with no warning, else the thread rule or a read rule breaks CUDA here
+      python3 scripts/launcher_probe.py 2>&1 | tee "$OUT/logs/launcher_probe.log" | tail -3 | tee -a "$S"
+      # the CPU path of the red team's classes (needs gcc): rules syscall by syscall, cheats 11-16, probes 6-10
+      python3 -m pytest -q tests/test_trust_holes.py tests/test_trust_split.py -p no:cacheprovider 2>&1 \
+        | tee "$OUT/logs/trust_holes.log" | tail -3
+      note "trust holes (CPU path): $(tail -1 "$OUT/logs/trust_holes.log")" ;;
     rowcost)
       python3 scripts/measure_row_reference.py full 2>&1 | tee -a "$S" ;;
     naive)

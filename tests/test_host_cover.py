@@ -69,14 +69,15 @@ def test_the_setting_reaches_both_launchers(tmp_path: Path, cover_all: bool) -> 
     lib, sha = hostkernels.build(tmp_path)
     job = WorkerJob(candidate_lib=str(lib), original_lib=str(lib), candidate_sha256=sha, original_sha256=sha,
                     scenarios=[], seed=1, device="cpu", host_cover_all=cover_all)
-    cand, orig, arenas = spawn_launchers(job)
-    _, info = finish_endpoints(job, cand, orig, arenas)
-    cand, orig = info.pop("endpoints")
+    cand, orig, arenas, cand_b = spawn_launchers(job)
+    _, info = finish_endpoints(job, cand, orig, arenas, cand_b)
+    cand, orig, cand_b = info.pop("endpoints")
     try:
         kernels = HOST_COVER_CYCLES if cover_all else 0
         assert info["host_cover_cycles"] == {"anchor": HOST_COVER_CYCLES, "candidate": kernels, "original": kernels}
+        assert cand_b.host_cover_cycles == kernels  # the repeats' launcher is timed like the candidate's
     finally:
-        cand.close(), orig.close()
+        cand.close(), orig.close(), cand_b.close()
 
 
 @pytest.mark.skipif(not hostkernels.have_cc(), reason="needs a C compiler (gcc) for the CPU kernels")

@@ -49,24 +49,36 @@ SANDBOX = _sandbox_complete()
 
 
 def _verify(built: Path, cheat: int = 0, probe: int = 0, *, sandbox: str = "on", guard: bool = True,
-            samples: int = 3) -> tuple:
-    """Check and time SC with the candidate built with ``cheat``/``probe`` against the honest build,
-    both in launchers. Returns ``(ScenarioResult, candidate sandbox report)``."""
-    cand_lib, cand_sha = hostkernels.build(built, cheat=cheat, probe=probe)
+            samples: int = 3, split: bool = True, seed: int = 11, sc: Scenario = SC, lib: Path | None = None) -> tuple:
+    """Check and time ``sc`` with the candidate built with ``cheat``/``probe`` (or the library ``lib``)
+    against the honest build, each in launchers (``split``: the candidate in two, the repeats in the
+    second, as harness/worker.py does). Returns ``(ScenarioResult, candidate sandbox report)``."""
+    cand_lib, cand_sha = hostkernels.build(built, cheat=cheat, probe=probe) if lib is None else (lib, _sha(lib))
     orig_lib, orig_sha = hostkernels.build(built)
     arenas = HostArenas()
     g = str(build_entry_guard(built)) if guard else None
     common = {"arenas": arenas, "device": "cpu", "guard": g, "sandbox": sandbox}
     orig = LauncherKernel("original", str(orig_lib), orig_sha, **common)
     cand = LauncherKernel("candidate", str(cand_lib), cand_sha, **common)
+    cand_b = LauncherKernel("candidate-b", str(cand_lib), cand_sha, **common) if split else None
     try:
         orig.load(), cand.load()
-        job = WorkerJob(candidate_lib=str(cand_lib), original_lib=str(orig_lib), scenarios=[SC], seed=11, device="cpu",
+        if cand_b is not None:
+            cand_b.load()
+        job = WorkerJob(candidate_lib=str(cand_lib), original_lib=str(orig_lib), scenarios=[sc], seed=seed, device="cpu",
                         min_samples=samples, max_samples=samples, budget_ms=1e9)
-        res = Runner(job, cand, orig, HostDevice(), allocate=arenas.allocate, free=arenas.free).run(SC, 0)
+        res = Runner(job, cand, orig, HostDevice(), allocate=arenas.allocate, free=arenas.free, cand_b=cand_b).run(sc, 0)
         return res, cand.sandbox
     finally:
         cand.close(), orig.close()
+        if cand_b is not None:
+            cand_b.close()
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_an_honest_kernel_in_its_own_process_is_correct(built: Path) -> None:

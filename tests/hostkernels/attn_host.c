@@ -11,11 +11,24 @@
  *   5 TIMED_BY_COUNT    lower precision (P with 3 mantissa bits) from the (draws+1)-th call of a shape on
  *   6 TIMED_BY_LAYOUT   lower precision on dense calls with the default scale (the old timed phase)
  *   7 PROBE             tries the action -DPROBE=<k> in attn_fwd (1 socket AF_INET, 2 fork, 3 exec,
- *                       4 create a file outside the temp dir, 5 read the parent's memory); returns 99
- *                       when it succeeded, computes honestly when it was refused
+ *                       4 create a file outside the temp dir, 5 read the parent's memory; through the libc
+ *                       walk of attnq_libc_walk.h: 6 read the file -DPROBE_PATH, 7 SysV shared memory,
+ *                       8 sendto the unix datagram socket -DPROBE_PATH, 9 a POSIX message queue, 10 a
+ *                       key in the user's keyring); returns 99 when it succeeded, computes honestly when
+ *                       it was refused
  *   8 HANG_ON_LOAD      a constructor that never returns
  *   9 ENTRY_OTHER       asks cudaGetDriverEntryPoint for cuStreamCreate (link with -lcudart); 99 if it got it
  *  10 ENTRY_TENSOR_MAP  asks for cuTensorMapEncodeTiled (allowed: the answer does not matter), then honest
+ * Work after return (half the query rows in attn_fwd, the other half after it returned; pthread_create,
+ * setitimer, timer_create found through the libc walk; when the mechanism is refused, that half stays unwritten):
+ *  11 THREAD_AFTER_RETURN  a thread started in attn_fwd waits for the return, then computes
+ *  12 THREAD_AT_LOAD       a thread started by a constructor takes each call's second half as a job
+ *  13 ITIMER_AFTER_RETURN  a SIGALRM handler armed with setitimer(ITIMER_REAL, 200 us) computes it
+ *  14 POSIX_TIMER          the same through timer_create(SIGEV_SIGNAL) + timer_settime
+ * Replay of per-slice content (the determinism repeats' reordering keeps each slice's content):
+ *  15 RACE_SLICE_REPLAY    a "race" (lse's last bits per call) hidden by a cache per (batch, kv head) keyed
+ *                          by sampled q/k/v values and the scale
+ *  16 RACE_HEAD_REPLAY     the same race, cached per (batch, query head) keyed by the head's first q row
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -135,6 +148,57 @@ static uint64_t fnv(const attn_fwd_params* p) {  /* content of q, k, v as the ca
 #if CHEAT == 5
 static unsigned calls5 = 0;
 #endif
+#if CHEAT == 7 && PROBE >= 6 || CHEAT >= 11 && CHEAT <= 14
+#include "attnq_libc_walk.h"
+#endif
+#if CHEAT >= 11 && CHEAT <= 14
+#include <signal.h>
+#include <sys/time.h>
+#include <time.h>
+static attn_fwd_params later;  /* the call whose second half runs after it returned */
+static volatile int pending = 0;
+static void rows_of(const attn_fwd_params* p, int lo, int hi) {
+    for (int b = 0; b < p->batch; ++b)
+        for (int h = 0; h < p->num_heads_q; ++h)
+            for (int i = lo; i < hi; ++i) row(p, b, h, i, 0, 0.f);
+}
+static void second_half(void) {
+    if (__atomic_load_n(&pending, __ATOMIC_ACQUIRE)) {
+        rows_of(&later, later.seqlen_q / 2, later.seqlen_q);
+        __atomic_store_n(&pending, 0, __ATOMIC_RELEASE);
+    }
+}
+typedef int (*create_fn)(unsigned long*, const void*, void* (*)(void*), void*);
+#endif
+#if CHEAT == 11 || CHEAT == 12
+static int (*sleep_us)(unsigned);
+static void* after_return(void* a) {  /* 11: one call's half; 12: every call's, forever */
+    (void)a;
+    do {
+        while (!__atomic_load_n(&pending, __ATOMIC_ACQUIRE)) sleep_us(50);
+        sleep_us(100);  /* attn_fwd has returned by now */
+        second_half();
+    } while (CHEAT == 12);
+    return NULL;
+}
+#endif
+#if CHEAT == 12
+__attribute__((constructor)) static void start_worker(void) {
+    create_fn cr = (create_fn)rt_resolve("pthread_create");
+    sleep_us = (int (*)(unsigned))rt_resolve("usleep");
+    unsigned long t;
+    if (cr && sleep_us) cr(&t, NULL, after_return, NULL);
+}
+#endif
+#if CHEAT == 13 || CHEAT == 14
+static void on_alarm(int sig) { (void)sig; second_half(); }
+#endif
+#if CHEAT == 15 || CHEAT == 16
+#define SLOTS 1024
+typedef struct { uint64_t key; int used; uint16_t* o; float* lse; } slot_t;
+static slot_t tab[SLOTS];
+static unsigned calls15 = 0;
+#endif
 #if CHEAT == 9 || CHEAT == 10
 extern int cudaGetDriverEntryPoint(const char* symbol, void** fn, unsigned long long flags, int* status);
 #endif
@@ -228,9 +292,113 @@ int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
     int fd = open(path, O_RDONLY);
     escaped = fd >= 0;
     if (fd >= 0) close(fd);
+#elif PROBE == 6
+    int (*open_)(const char*, int, ...) = rt_resolve("open");
+    long (*read_)(int, void*, size_t) = rt_resolve("read");
+    char buf[16];
+    int fd = open_ ? open_(PROBE_PATH, O_RDONLY) : -1;
+    escaped = fd >= 0 && read_ && read_(fd, buf, sizeof buf) > 0;
+#elif PROBE == 7
+    int (*shmget_)(int, size_t, int) = rt_resolve("shmget");
+    int (*shmctl_)(int, int, void*) = rt_resolve("shmctl");
+    int id = shmget_ ? shmget_(0 /* IPC_PRIVATE */, 4096, 01000 /* IPC_CREAT */ | 0600) : -1;
+    escaped = id >= 0;
+    if (id >= 0 && shmctl_) shmctl_(id, 0 /* IPC_RMID */, NULL);
+#elif PROBE == 8
+    int (*socket_)(int, int, int) = rt_resolve("socket");
+    long (*sendto_)(int, const void*, size_t, int, const void*, unsigned) = rt_resolve("sendto");
+    struct { unsigned short family; char path[108]; } to = {1 /* AF_UNIX */, PROBE_PATH};
+    int s = socket_ ? socket_(1, 2 /* SOCK_DGRAM */, 0) : -1;
+    escaped = s >= 0 && sendto_ && sendto_(s, "hello", 5, 0, &to, sizeof to) == 5;
+#elif PROBE == 9
+    int (*mq_open_)(const char*, int, ...) = rt_resolve("mq_open");
+    int (*mq_unlink_)(const char*) = rt_resolve("mq_unlink");
+    int q = mq_open_ ? mq_open_("/attnq-probe", O_CREAT | O_WRONLY, 0600, NULL) : -1;
+    escaped = q >= 0;
+    if (q >= 0 && mq_unlink_) mq_unlink_("/attnq-probe");
+#elif PROBE == 10
+    long (*syscall_)(long, ...) = rt_resolve("syscall");
+    long key = syscall_ ? syscall_(248 /* add_key */, "user", "attnq-probe", "x", 1L, -2L /* user keyring */) : -1;
+    escaped = key >= 0;
+    if (key >= 0) syscall_(250 /* keyctl */, 21L /* KEYCTL_INVALIDATE */, key);
 #endif
     if (escaped) return 99;
     return honest(p);
+#elif CHEAT >= 11 && CHEAT <= 14
+    while (__atomic_load_n(&pending, __ATOMIC_ACQUIRE)) {  /* the last call's half is still to do */
+    }
+    later = *p;
+    rows_of(p, 0, p->seqlen_q / 2);
+    int armed = 0;
+#if CHEAT == 11
+    static create_fn cr;
+    if (!cr) { cr = (create_fn)rt_resolve("pthread_create"); sleep_us = (int (*)(unsigned))rt_resolve("usleep"); }
+    unsigned long t;
+    __atomic_store_n(&pending, 1, __ATOMIC_RELEASE);
+    armed = cr && sleep_us && cr(&t, NULL, after_return, NULL) == 0;
+#elif CHEAT == 12
+    __atomic_store_n(&pending, 1, __ATOMIC_RELEASE);  /* the constructor's thread, if it exists */
+    armed = 1;
+#else
+    int (*sa)(int, const struct sigaction*, struct sigaction*) = rt_resolve("sigaction");
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = on_alarm;
+    act.sa_flags = SA_RESTART;
+    __atomic_store_n(&pending, 1, __ATOMIC_RELEASE);
+    if (sa && sa(SIGALRM, &act, NULL) == 0) {
+#if CHEAT == 13
+        int (*sit)(int, const struct itimerval*, struct itimerval*) = rt_resolve("setitimer");
+        struct itimerval when = {{0, 0}, {0, 200}};
+        armed = sit && sit(ITIMER_REAL, &when, NULL) == 0;
+#else
+        int (*tc)(clockid_t, struct sigevent*, timer_t*) = rt_resolve("timer_create");
+        int (*ts)(timer_t, int, const struct itimerspec*, struct itimerspec*) = rt_resolve("timer_settime");
+        static timer_t tid;
+        static int have = 0;
+        struct sigevent ev;
+        memset(&ev, 0, sizeof ev);
+        ev.sigev_notify = SIGEV_SIGNAL;
+        ev.sigev_signo = SIGALRM;
+        if (!have && tc && tc(CLOCK_MONOTONIC, &ev, &tid) == 0) have = 1;
+        struct itimerspec when = {{0, 0}, {0, 200000}};
+        armed = have && ts && ts(tid, 0, &when, NULL) == 0;
+#endif
+    }
+#endif
+    if (!armed) __atomic_store_n(&pending, 0, __ATOMIC_RELEASE);  /* refused: the second half stays unwritten */
+    return 0;
+#elif CHEAT == 15 || CHEAT == 16
+    ++calls15;
+    const int g = p->num_heads_q / p->num_heads_kv;
+    const int groups = CHEAT == 15 ? p->num_heads_kv : p->num_heads_q, per = CHEAT == 15 ? g : 1;
+    for (int b = 0; b < p->batch; ++b)
+        for (int s0 = 0; s0 < groups; ++s0) {
+            const int hk = CHEAT == 15 ? s0 : s0 / g;
+            uint64_t key = 1469598103934665603ull;
+            float vals[6] = {load(p->k, b * p->k_batch_stride + hk * p->k_head_stride, p->dtype),
+                             load(p->v, b * p->v_batch_stride + (p->seqlen_k - 1) * p->v_row_stride + hk * p->v_head_stride + 1, p->dtype),
+                             load(p->q, b * p->q_batch_stride + s0 * per * p->q_head_stride, p->dtype),
+                             load(p->q, b * p->q_batch_stride + (p->seqlen_q - 1) * p->q_row_stride + s0 * per * p->q_head_stride + 1, p->dtype),
+                             p->softmax_scale, (float)p->seqlen_k};
+            for (int z = 0; z < 6; ++z) { uint32_t u; memcpy(&u, &vals[z], 4); key = (key ^ u) * 1099511628211ull; }
+            slot_t* sl = &tab[(key ^ (key >> 31)) % SLOTS];
+            const int hit = sl->used && sl->key == key;
+            const size_t no = (size_t)per * p->seqlen_q * p->head_dim, nl = (size_t)per * p->seqlen_q;
+            if (!hit) { free(sl->o); free(sl->lse); sl->o = malloc(no * 2); sl->lse = malloc(nl * 4); sl->key = key; sl->used = 1; }
+            for (int hq = s0 * per; hq < s0 * per + per; ++hq)
+                for (int i = 0; i < p->seqlen_q; ++i) {
+                    const int64_t li = ((int64_t)b * p->num_heads_q + hq) * p->seqlen_q + i;
+                    const size_t at = ((size_t)(hq - s0 * per) * p->seqlen_q + i) * p->head_dim;
+                    if (!hit) row(p, b, hq, i, 0, 1e-5f * (float)calls15);  /* the "race" */
+                    for (int c = 0; c < p->head_dim; ++c) {
+                        uint16_t* o = (uint16_t*)p->o + b * p->o_batch_stride + i * p->o_row_stride + hq * p->o_head_stride + c;
+                        if (hit) *o = sl->o[at + c]; else sl->o[at + c] = *o;
+                    }
+                    if (hit) p->lse[li] = sl->lse[at / p->head_dim]; else sl->lse[at / p->head_dim] = p->lse[li];
+                }
+        }
+    return 0;
 #elif CHEAT == 9 || CHEAT == 10
     void* fn = NULL;
     int st = 0;

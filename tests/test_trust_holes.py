@@ -1,0 +1,229 @@
+"""The three holes the red team of 2026-12-01 found in the trust split (tests/adversarial/redteam/README.md),
+closed as classes, on the CPU: work after return (threads, timers), replay of per-slice content across
+the determinism repeats, and the sandbox's reads, SysV/POSIX IPC, keyrings and sockets. The cheating
+libraries are CPU builds of the ABI (tests/hostkernels/attn_host.c) that reach libc by walking its
+in-memory ELF (attnq_libc_walk.h), so no import gives them away: the run-time rules must hold alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import REPO_ROOT
+from harness.launch_client import LauncherError
+from tests import hostkernels
+from tests.test_trust_split import SANDBOX, _verify
+
+pytestmark = pytest.mark.skipif(not hostkernels.have_cc(), reason="needs a C compiler (gcc) for the CPU kernels")
+needs_sandbox = pytest.mark.skipif(not SANDBOX, reason="this kernel lacks Landlock or seccomp: the launcher warns "
+                                                       "and runs unconfined")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("hostkernels-holes")
+
+
+# ------------------------------------------------------------------ the rules, syscall by syscall
+
+_ATTEMPTS = r"""
+import ctypes, errno, json, os, signal, socket, sys, tempfile, threading
+from harness.sandbox import apply_sandbox
+tmp, outside = sys.argv[1], sys.argv[2]
+lib = open(os.path.join(tmp, "lib.so"), "wb"); lib.write(b"x"); lib.close()
+rep = apply_sandbox(tmp, readable=[])
+libc = ctypes.CDLL(None, use_errno=True)
+out = {"report": [rep.landlock_abi, rep.seccomp, rep.caps_dropped, rep.warnings]}
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "allowed"
+    except (OSError, RuntimeError) as exc:
+        out[name] = type(exc).__name__ + ": " + str(exc)
+def raw(name, r):
+    if r == -1:
+        e = ctypes.get_errno()
+        raise OSError(e, name + ": " + os.strerror(e))
+attempt("thread", lambda: threading.Thread(target=lambda: None).start())
+def fork():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+attempt("fork", fork)
+attempt("setitimer", lambda: signal.setitimer(signal.ITIMER_REAL, 10.0))
+attempt("alarm", lambda: raw("alarm", -1 if libc.syscall(37, 100) == -1 else 0))
+attempt("timer_create", lambda: raw("timer_create", libc.syscall(222, 1, None, ctypes.byref(ctypes.c_int()))))
+attempt("setrlimit", lambda: raw("prlimit64", libc.prlimit64(0, 0, ctypes.byref((ctypes.c_uint64 * 2)(10, 10)), None)))
+attempt("getrlimit", lambda: raw("prlimit64", libc.prlimit64(0, 0, None, ctypes.byref((ctypes.c_uint64 * 2)()))))
+attempt("unix_socket", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
+attempt("socketpair", lambda: socket.socketpair())
+attempt("shmget", lambda: raw("shmget", libc.shmget(0, 4096, 0o1600)))
+attempt("msgget", lambda: raw("msgget", libc.msgget(0, 0o1600)))
+attempt("semget", lambda: raw("semget", libc.semget(0, 1, 0o1600)))
+attempt("add_key", lambda: raw("add_key", libc.syscall(248, b"user", b"attnq", b"x", 1, -2)))
+attempt("read_outside", lambda: open(outside).read())
+attempt("list_outside", lambda: os.listdir(os.path.dirname(outside)))
+attempt("read_own_temp", lambda: open(os.path.join(tmp, "lib.so")).read())
+attempt("read_system_lib", lambda: open(os.path.realpath("/proc/self/exe"), "rb").read(4))
+attempt("read_own_proc", lambda: os.listdir("/proc/self/task"))
+attempt("read_parent_proc", lambda: open(f"/proc/{os.getppid()}/cmdline").read())
+attempt("write_own_temp", lambda: open(os.path.join(tmp, "w"), "w").write("x"))
+print(json.dumps(out))
+"""
+
+
+@needs_sandbox
+def test_each_forbidden_call_is_refused_and_what_the_launcher_needs_is_not(tmp_path: Path) -> None:
+    """The sandbox applied in a fresh interpreter, then every forbidden call tried (threads, processes,
+    timers, limits, sockets, SysV IPC, keyrings, reads outside) next to what a launcher still does."""
+    tmp = tmp_path / "launcher-tmp"
+    tmp.mkdir()
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not for the candidate")
+    proc = subprocess.run([sys.executable, "-c", _ATTEMPTS, str(tmp), str(outside)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    landlock, seccomp, caps, warnings = got.pop("report")
+    assert landlock and seccomp and caps and not warnings
+    allowed = {"getrlimit", "read_own_temp", "read_system_lib", "read_own_proc", "write_own_temp"}
+    for name, result in got.items():
+        if name in allowed:
+            assert result == "allowed", f"{name}: {result}"
+        else:
+            assert result != "allowed", f"{name} worked under the sandbox"
+    assert "can't start new thread" in got["thread"] or "Resource" in got["thread"], got["thread"]
+
+
+# ------------------------------------------------------------------------ 1: work after return
+
+@needs_sandbox
+@pytest.mark.parametrize(("cheat", "what"), [(11, "a thread started in attn_fwd"), (12, "a thread started at load"),
+                                             (13, "a setitimer SIGALRM handler"), (14, "a timer_create handler")])
+def test_work_after_return_gets_no_thread_and_no_timer(built: Path, cheat: int, what: str) -> None:
+    """Half the rows in attn_fwd, half after it returned through ``what``: the mechanism is refused
+    (seccomp), so that half is never written."""
+    res, report = _verify(built, cheat=cheat)
+    assert (res.check, res.failure_kind) == ("poisoned_output", "unwritten_output"), f"{what}: {res.message}"
+    assert report["seccomp"] and not report["warnings"]
+
+
+def test_a_thread_alive_after_the_call_is_caught_where_seccomp_is_missing(built: Path) -> None:
+    """Without the sandbox (seccomp missing, or ATTNQ_SANDBOX=off) the thread starts; the launcher's
+    /proc/self/task check after the call names it."""
+    res, report = _verify(built, cheat=11, sandbox="off")
+    assert (res.check, res.failure_kind) == ("work_after_return", "work_after_return"), res.message
+    assert "still alive after attn_fwd returned" in res.message and "off" in report["warnings"][0]
+
+
+def test_a_thread_started_at_load_refuses_the_library_where_seccomp_is_missing(built: Path) -> None:
+    with pytest.raises(LauncherError, match=r"thread\(s\) started by the library were still alive after loading"):
+        _verify(built, cheat=12, sandbox="off")
+
+
+# --------------------------------------------------------------------- 2: per-slice replay
+
+@pytest.mark.parametrize(("cheat", "what"), [(15, "a cache per (batch, kv head)"), (16, "a cache per (batch, query head)"),
+                                             (3, "a cache of the whole call's content")])
+def test_a_content_cache_cannot_replay_draw_0_in_the_repeat_process(built: Path, cheat: int, what: str) -> None:
+    """The repeats run in a second candidate process that never saw draw 0: the race shows."""
+    res, _ = _verify(built, cheat=cheat, samples=6)
+    assert (res.check, res.failure_kind) == ("determinism", "nondeterministic"), f"{what}: {res.message}"
+
+
+def test_without_the_repeat_process_the_slice_cache_hides_the_race(built: Path) -> None:
+    """The control (the hole the red team found): with the repeats in draw 0's process, the per-slice
+    cache replays draw 0's bits through the reordering and the race passes."""
+    res, _ = _verify(built, cheat=15, samples=6, split=False)
+    assert res.correct, res.message
+
+
+def test_the_repeat_process_also_runs_ordinary_calls(built: Path) -> None:
+    """The second process gets checked draw 1 and about half of the fresh timed calls, so being asked
+    does not tell it a call is a repeat; an honest kernel stays correct across both processes."""
+    from harness.draws import CallDrawer
+    from tests.test_trust_split import SC
+
+    d = CallDrawer(SC, 7, draws=2, repeats=3, min_samples=20, split=True)
+    checked = [d.checked(i).process for i in range(2)]
+    timed = [d.timed(n) for n in range(200)]
+    assert checked == [0, 1] and all(t.process == 1 for t in timed if t.repeat is not None)
+    fresh = [t.process for t in timed if t.repeat is None]
+    assert 0.35 < sum(fresh) / len(fresh) < 0.65
+    res, _ = _verify(built, samples=9)
+    assert res.correct, res.message
+
+
+# ------------------------------------------------------------------------------ 3: the sandbox
+
+def _listener(tmp_path: Path) -> tuple[socket.socket, str]:
+    path = str(tmp_path / "outside.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(path)
+    s.setblocking(False)
+    return s, path
+
+
+@needs_sandbox
+@pytest.mark.parametrize(("probe", "what"), [(6, "a file outside its temp dir"), (7, "SysV shared memory"),
+                                             (8, "sendto a unix socket outside"), (9, "a POSIX message queue"),
+                                             (10, "the user's keyring")])
+def test_the_sandbox_refuses_reads_ipc_and_sockets(built: Path, tmp_path: Path, probe: int, what: str) -> None:
+    """Each probe (reached through the libc walk) returns 99 when its escape worked, honest otherwise."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the user's file")
+    lst, sock_path = _listener(tmp_path)
+    try:
+        path = sock_path if probe == 8 else str(secret)
+        lib, _ = hostkernels.build(built, cheat=7, probe=probe, probe_path=path)
+        res, report = _verify(built, lib=lib)
+        assert res.correct, f"{what}: {res.check}/{res.failure_kind}: {res.message}"
+        assert report["landlock_abi"] and report["seccomp"] and not report["warnings"]
+        with pytest.raises(BlockingIOError):
+            lst.recv(64)  # nothing arrived
+    finally:
+        lst.close()
+
+
+@pytest.mark.parametrize(("probe", "what"), [(6, "a file outside"), (7, "SysV shared memory"), (8, "sendto"),
+                                             (9, "a POSIX message queue"), (10, "a keyring")])
+def test_without_the_sandbox_each_probe_escapes(built: Path, tmp_path: Path, probe: int, what: str) -> None:
+    """The controls: the same probes with the sandbox off do escape (so the test above tests the sandbox,
+    not a broken probe). POSIX queues and keyrings are missing in some containers: skipped there."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the user's file")
+    lst, sock_path = _listener(tmp_path)
+    try:
+        lib, _ = hostkernels.build(built, cheat=7, probe=probe, probe_path=sock_path if probe == 8 else str(secret))
+        res, _ = _verify(built, lib=lib, sandbox="off")
+        if probe in (9, 10) and res.correct:
+            pytest.skip(f"{what} is unavailable on this machine even without the sandbox")
+        assert (res.check, res.failure_kind) == ("launch_status", "unsupported") and "99" in res.message, what
+        if probe == 8:
+            assert lst.recv(64) == b"hello"
+    finally:
+        lst.close()
+
+
+def test_the_repeat_process_costs_one_launcher_start(built: Path) -> None:
+    """The second candidate process on an honest kernel: one more launcher start and load (overlapped with
+    the others in the worker), no more calls. Measured here on the CPU path; the H200 numbers are in
+    docs/gpu-results.md."""
+    t0 = time.perf_counter()
+    res_one, _ = _verify(built, samples=9, split=False)
+    one = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    res_two, _ = _verify(built, samples=9)
+    two = time.perf_counter() - t0
+    assert res_one.correct and res_two.correct
+    assert res_one.candidate.samples == res_two.candidate.samples == 9
+    assert two < one + 5.0, (one, two)
