@@ -33,7 +33,8 @@ COMMON_EXIT_CODES = {2: "an error you can fix (input, compile, policy; one line 
 EXIT_CODES = {
     "verify": {0: "every scenario correct", 1: "some scenario failed",
                3: "no GPU that runs the build's arch (the build itself succeeded)"},
-    "declare": {0: "the claim is recorded (for 'done': and the goal is met)", 1: "'done' but the goal is not met"},
+    "declare": {0: "the claim is recorded (for 'done': and the goal is met)",
+                1: "for 'done' when the goal is not met (no verified attempt meets it)"},
     "evolve": {0: "the run ended (goal or budget) or waits for an MCP client",
                1: "the run failed (the seed is not correct)",
                3: "no GPU that runs the arch (checked before a run is created)"},
