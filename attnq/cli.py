@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from pydantic import ValidationError
@@ -25,6 +26,33 @@ EXIT_BUG = 70
 #: ``--log-level`` values (case-insensitive).
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
+#: Exit codes every command shares (attnq/cli.py: errors, crashes, Ctrl-C, a closed stdout).
+COMMON_EXIT_CODES = {2: "an error you can fix (input, compile, policy; one line on stderr)",
+                     70: "a bug in attnq (the traceback in the log)", 130: "interrupted", 141: "stdout closed (| head)"}
+#: What 0 and 1 (and 3) mean, per subcommand whose codes say more than "0 done"; shown by ``--help``.
+EXIT_CODES = {
+    "verify": {0: "every scenario correct", 1: "some scenario failed",
+               3: "no GPU that runs the build's arch (the build itself succeeded)"},
+    "declare": {0: "the claim is recorded (for 'done': and the goal is met)",
+                1: "for 'done' when the goal is not met (no verified attempt meets it)"},
+    "evolve": {0: "the run ended (goal or budget) or waits for an MCP client",
+               1: "the run failed (the seed is not correct)",
+               3: "no GPU that runs the arch (checked before a run is created)"},
+    "peer-test": {0: "FlashAttention's tests passed", 1: "a test failed", 3: "no GPU"},
+}
+
+
+def exit_codes_text(command: str | None) -> str:
+    """``Exit codes: ...`` of one subcommand (None: of ``attnq`` itself), as ``--help`` prints it."""
+    if command is None:
+        codes = {0: "success", 1: "verified but not correct, or goal not met", 3: "no usable GPU", **COMMON_EXIT_CODES}
+        tail = " Each command's --help lists its own."
+    else:
+        codes = {0: "done", **COMMON_EXIT_CODES, **EXIT_CODES.get(command, {})}
+        tail = ""
+    return textwrap.fill("Exit codes: " + "; ".join(f"{c} {codes[c]}" for c in sorted(codes)) + "." + tail, 79)
+
+
 #: Subcommand modules under attnq.commands, in help order.
 COMMANDS = ("compile", "scenarios", "verify", "reflect", "declare", "questions", "trace", "report", "evolve",
             "export", "peer_test", "mcp_config", "serve")
@@ -35,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="attnq",
         description="Verify, time and question agent-written CUDA attention kernels.",
+        epilog=exit_codes_text(None),
     )
     parser.add_argument("--log-level", default=None, type=str.lower, choices=LOG_LEVELS,
                         help="structlog level on stderr (default: warning)")
@@ -47,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # command not built yet
             raise
         module.register(sub)
+    for name, command in sub.choices.items():  # every --help ends with the command's exit codes
+        text = exit_codes_text(name)
+        command.epilog = text if not command.epilog else f"{command.epilog}\n\n{text}"
     return parser
 
 

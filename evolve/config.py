@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from harness.anchors import GoalAgainst
+
 Arm = Literal["question", "plain", "none"]
 MutatorKind = Literal["knob", "command", "mcp"]
 EvaluatorKind = Literal["harness", "compile_facts"]
@@ -73,7 +75,7 @@ class EvaluatorSpec(BaseModel):
     quick_suite: str = "quick"
     full_suite: str = "full"
     goal_speedup: float = Field(default=1.0, gt=0)
-    goal_against: Literal["original", "cudnn", "flash"] = "original"
+    goal_against: GoalAgainst = "original"
     arch: str = "sm_90a"
     scenario_timeout_s: float = Field(default=60.0, gt=0)
     state_dir: str | None = Field(default=None, description="where workers build and stage sources; "
@@ -124,7 +126,7 @@ class EvolveConfig(BaseSettings):
     full_min_gain: float = Field(default=0.0, description="full runs only for children whose quick fitness "
                                  "> parent's quick fitness x (1 + this)")
     goal_speedup: float = Field(default=1.0, gt=0)
-    goal_against: Literal["original", "cudnn", "flash"] = "original"
+    goal_against: GoalAgainst = "original"
     # budget (None: unlimited); the run stops at the first exhausted one, or when the goal is met on full
     max_evaluations: int | None = Field(default=None, ge=1, description="GPU-stage evaluations (quick + full)")
     max_gpu_hours: float | None = Field(default=None, gt=0)

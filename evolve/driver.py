@@ -41,6 +41,21 @@ def new_run_id(db: EvolveDB, base: str = "evolve") -> str:
     return f"{base}-{n}"
 
 
+def preflight(cfg: EvolveConfig) -> None:
+    """Refuse, before a run is created or resumed, what would stop the seed's first evaluation: a goal
+    anchor that cannot be timed here (AnchorUnavailableError, exit 2) and, for the ``harness`` evaluator
+    on the local pool, a device in ``cfg.gpus`` that does not run ``cfg.arch`` (NoGpuError, exit 3).
+    A Dask pool's workers bring their own GPUs; the ``compile_facts`` evaluator needs none."""
+    from harness.anchors import require_anchors
+
+    require_anchors([cfg.goal_against])
+    if cfg.evaluator == "harness" and cfg.backend == "local":
+        from harness.verify import require_gpu
+
+        for gpu in cfg.gpus:
+            require_gpu(cfg.arch, gpu, what=f"attnq evolve (evaluator harness, GPU {gpu})")
+
+
 def start_or_resume(db: EvolveDB, *, campaign_id: str, state_dir: Path, cfg: EvolveConfig, run_id: str | None,
                     seed_path: Path | None, bank: Any = None, resume: bool = True) -> tuple[Search, bool]:
     """``(search, created)``: the named run resumed (budget and placement taken from ``cfg``), or a new
@@ -49,6 +64,7 @@ def start_or_resume(db: EvolveDB, *, campaign_id: str, state_dir: Path, cfg: Evo
     Raises:
         InputError: the seed file cannot be read; a named run belongs to another campaign.
         StoreError: ``resume`` is False and the run exists.
+        AnchorUnavailableError, NoGpuError: from :func:`preflight`, before anything is written.
     """
     if run_id is not None and (rec := db.run_or_none(run_id)) is not None:
         if not resume:
@@ -58,7 +74,9 @@ def start_or_resume(db: EvolveDB, *, campaign_id: str, state_dir: Path, cfg: Evo
         stored = dict(rec.config)
         given = cfg.model_dump(mode="json")
         stored.update({k: given[k] for k in RESUMABLE_FIELDS if k in cfg.model_fields_set})
-        db.update_run(run_id, config=EvolveConfig(**stored).model_dump(mode="json"))
+        effective = EvolveConfig(**stored)
+        preflight(effective)
+        db.update_run(run_id, config=effective.model_dump(mode="json"))
         if rec.state != "running":
             db.update_run(run_id, state="running", stop_reason=None)
         return Search(db, run_id, bank=bank, state_dir=state_dir), False
@@ -68,6 +86,7 @@ def start_or_resume(db: EvolveDB, *, campaign_id: str, state_dir: Path, cfg: Evo
         source = Path(seed_path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the seed program {seed_path}: {exc}") from None
+    preflight(cfg)
     rid = run_id or new_run_id(db, cfg.group or "evolve")
     return Search.create(db, rid, campaign_id, cfg, source, seed_path=str(seed_path), state_dir=state_dir,
                          bank=bank), True

@@ -20,6 +20,11 @@ from harness.errors import AnchorUnavailableError
 #: The anchor names accepted by ``--anchors``, ``--goal-against``, ``ATTNQ_GOAL_ANCHOR`` and the MCP tools.
 AnchorName = Literal["cudnn", "flash", "fa3"]
 ANCHORS: tuple[str, ...] = get_args(AnchorName)
+#: What a goal's geomean is measured against: the original kernel or one anchor. One vocabulary for
+#: ``attnq verify --goal-against``, ``attnq evolve --goal-against``, ``attnq serve --goal-anchor``,
+#: ``ATTNQ_GOAL_ANCHOR`` and the evolve config ("original" = no anchor).
+GoalAgainst = Literal["original", "cudnn", "flash", "fa3"]
+GOAL_TARGETS: tuple[str, ...] = get_args(GoalAgainst)
 ANCHOR_DESCRIPTIONS = {
     "cudnn": "torch SDPA, cuDNN attention backend",
     "flash": "torch SDPA, FlashAttention-2 backend",

@@ -18,7 +18,8 @@ class Settings(BaseSettings):
 
     workspace: Path = Field(default_factory=Path.cwd, description="workspace root; client paths resolve inside it")
     gpu: int = Field(default=0, ge=0, description="CUDA device index used by verification")
-    suite: str = Field(default="quick", description="default suite: quick, full, production or a suite file")
+    suite: str = Field(default="quick", description="default suite: a built-in suite name (harness/suites/*.toml; "
+                       "`attnq scenarios --suite NAME` lists one) or a suite .toml")
     arch: str = Field(default="sm_90a", description="default nvcc target arch")
     goal_speedup: float = Field(default=1.0, gt=0, allow_inf_nan=False,
                                 description="goal: all correct and geomean vs original >= this")

@@ -322,3 +322,12 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
 def list_suites() -> list[str]:
     """Names of the built-in suites."""
     return sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
+
+
+def suite_choices_text(sep: str = ", ", last: str = " or ") -> str:
+    """The built-in suite names (from harness/suites/, so help texts never lag a new suite) and the
+    alternative a user has, e.g. ``quick, full, production, bugs or a suite .toml``: the inner-loop and
+    goal suites first, the rest in name order."""
+    first = [n for n in ("quick", "full", "production") if n in list_suites()]
+    names = first + [n for n in list_suites() if n not in first]
+    return f"{sep.join(names)}{last}a suite .toml"

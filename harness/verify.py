@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from harness import ORIGINAL_KERNEL, ORIGINAL_SOURCE_SHA256, REPO_ROOT
-from harness.anchors import AnchorName, require_anchors
+from harness.anchors import AnchorName, GoalAgainst, require_anchors
 from harness.compile import compile_kernel
 from harness.config import Settings
 from harness.errors import InputError, NoGpuError, VerifyError
@@ -44,7 +44,7 @@ from harness.sanitize import (
     run_sanitizer,
     to_sanitize,
 )
-from harness.scenarios import Scenario, load_suite
+from harness.scenarios import Scenario, load_suite, suite_choices_text
 from harness.verdict import CHECKS, Flag, Goal, ScenarioResult, Verdict, geomean
 from harness.worker import WorkerJob
 
@@ -61,7 +61,7 @@ MAX_HANGS = 2
 class VerifyOptions(BaseModel):
     """Options of one verification (CLI flags and MCP tool arguments map onto these)."""
 
-    suite: str = Field(default="quick", description="quick | full | production | path to a suite .toml")
+    suite: str = Field(default="quick", description=f"{suite_choices_text()} path")
     anchors: list[AnchorName] = Field(default_factory=list, description="library kernels timed too: cudnn, "
                                       "flash (torch SDPA backends), fa3 (FlashAttention-3, when importable)")
     arch: str = Field(default="sm_90a", description="nvcc target arch")
@@ -74,7 +74,7 @@ class VerifyOptions(BaseModel):
                          "the timed calls (reordered values, bitwise comparison)")
     load_timeout_s: float = Field(default=20.0, gt=0, description="limit for loading each library (constructors)")
     goal_speedup: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="goal: geomean speedup >= this")
-    goal_against: Literal["original", "cudnn", "flash", "fa3"] = Field(default="original")
+    goal_against: GoalAgainst = Field(default="original")
     goal_suite: str = Field(default="full", description="the goal is judged only on a complete run of this suite")
     scenario_ids: list[str] | None = Field(default=None, description="run only these ids of the suite")
     min_samples: int = Field(default=10, ge=3, description="timed samples per scenario, at least")
@@ -125,15 +125,22 @@ def _driver_device(gpu: int) -> tuple[str, int, int] | None:
     return f"{name.value.decode(errors='replace')}|{uuid.raw.hex()}|{version.value}", major.value, minor.value
 
 
-def _require_gpu(arch: str, gpu: int, library: str) -> str:
-    """Return a key naming the device (for the peak cache), or raise NoGpuError (distinct exit code, no
-    traceback). The driver API answers the common case; torch confirms every negative answer."""
+def require_gpu(arch: str, gpu: int, *, library: str | None = None, what: str = "verification") -> str:
+    """Return a key naming CUDA device ``gpu`` (for the peak cache) when it runs ``arch`` (e.g. sm_90a:
+    compute capability 9.0), else raise NoGpuError (``no_gpu``, CLI exit code 3, one plain line).
+
+    Callers that have not built anything yet (``attnq evolve`` before it creates a run) call it with
+    ``what`` naming the work; :func:`verify_kernel` passes the built ``library``, which the message names.
+    The driver API answers the common case; torch confirms every negative answer.
+    """
     want = arch.removeprefix("sm_").rstrip("a")
     need = f"compute capability {want[:-1]}.{want[-1]}" if want.isdigit() else arch
     found = _driver_device(gpu)
     if found is not None and (not want.isdigit() or f"{found[1]}{found[2]}" == want):
         return found[0]
-    prefix = f"the build succeeded ({library}), but verification needs an NVIDIA GPU that runs {arch} ({need})"
+    prefix = f"{what} needs an NVIDIA GPU that runs {arch} ({need})"
+    if library is not None:
+        prefix = f"the build succeeded ({library}), but {prefix}"
     try:
         import torch
     except ImportError:  # pragma: no cover
@@ -395,7 +402,7 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
         orig_f = pool.submit(compile_kernel, ORIGINAL_KERNEL, arch=options.arch, cache_dir=cache_dir, policy=True)
         cand, orig = cand_f.result(), orig_f.result()
     compile_s = time.monotonic() - t0
-    device_key = _require_gpu(options.arch, options.gpu, cand.library)
+    device_key = require_gpu(options.arch, options.gpu, library=cand.library)
     _memory_guard(scenarios, options.gpu)
     peaks: dict[str, float] = {}
     with contextlib.suppress(OSError, ValueError):

@@ -15,8 +15,10 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
+from harness.anchors import GOAL_TARGETS
 from harness.config import Settings
 from harness.errors import AttnqError, InputError
+from harness.scenarios import suite_choices_text
 from mcp_server.jobs import Limits
 
 #: flag destination -> Settings field
@@ -63,11 +65,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     s = parser.add_argument_group("settings (override ATTNQ_* variables)")
     s.add_argument("--workspace", type=Path, default=None, help="workspace root (default: $ATTNQ_WORKSPACE or cwd)")
     s.add_argument("--gpu", type=int, default=None, help="CUDA device index for verification")
-    s.add_argument("--suite", default=None, help="default suite: quick, full, production or a suite file")
+    s.add_argument("--suite", default=None, help=f"default suite: {suite_choices_text()} (default: ATTNQ_SUITE or "
+                   "quick)")
     s.add_argument("--arch", default=None, help="nvcc target arch (default sm_90a)")
     s.add_argument("--goal-speedup", type=float, default=None, help="goal: geomean speedup to reach")
-    s.add_argument("--goal-anchor", choices=["cudnn", "flash", "fa3"], default=None,
-                   help="measure the goal against this anchor (fa3 needs flash_attn_interface importable)")
+    s.add_argument("--goal-anchor", choices=GOAL_TARGETS, default=None,
+                   help="measure the goal against this anchor, or the original (default: ATTNQ_GOAL_ANCHOR or "
+                        "original; fa3 needs flash_attn_interface importable)")
     s.add_argument("--stall-window", type=int, default=None, help="stall trigger: attempts without gain")
     s.add_argument("--stall-min-gain", type=float, default=None, help="stall trigger: relative gain that counts")
     s.add_argument("--stall-failures", type=int, default=None, help="stall trigger: consecutive failed attempts")

@@ -31,6 +31,7 @@ from harness.anchors import AnchorName, require_anchors
 from harness.config import Settings
 from harness.errors import InputError
 from harness.logging import get_logger
+from harness.scenarios import suite_choices_text
 from mcp_server.edge import format_error, plain_argument_errors, plain_prompt_errors, tool_edge
 from mcp_server.jobs import Job, Limits
 from mcp_server.models import CancelResult, JobStatus, TaskInfo
@@ -235,8 +236,8 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
     async def verify_kernel(
         path: PathArg,
         ctx: Context,
-        suite: Annotated[str | None, Field(description="suite name (quick, full, production) or a suite .toml in "
-                                                       "the workspace; default: the server's default suite")] = None,
+        suite: Annotated[str | None, Field(description=f"suite: {suite_choices_text()} in the workspace; "
+                                                       "default: the server's default suite")] = None,
         anchors: Annotated[list[AnchorName], Field(
             description="also time these library kernels for comparison: cudnn (cuDNN SDPA), flash "
                         "(FlashAttention-2 SDPA), fa3 (FlashAttention-3, only where the server can import "

@@ -58,9 +58,11 @@ class Question(BaseModel):
     triggers: list[Trigger] = Field(min_length=1)
     layer: Layer
     note: str = Field(default="", description="curator's note: why the question helps (not shown to agents)")
-    requires: Literal["failures", "verified"] | None = Field(
-        default=None, description="state the question presupposes: 'failures' = the latest verified attempt failed "
-                                  "scenarios; 'verified' = some attempt has been verified and timed (a measurement exists)")
+    requires: Literal["attempts", "failures", "verified"] | None = Field(
+        default=None, description="state the question presupposes: 'attempts' = some attempt has been recorded "
+                                  "(the question speaks of earlier attempts or edits); 'failures' = the latest "
+                                  "verified attempt failed scenarios; 'verified' = some attempt has been verified "
+                                  "and timed (a measurement exists)")
     origin: str = Field(default="builtin", description="builtin, promoted or the bank file it came from")
     provenance: Provenance | None = None
 

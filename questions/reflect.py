@@ -88,13 +88,15 @@ def general_pool(bank: Bank, attempts: Sequence[AttemptRecord]) -> list[Question
 
 
 def fitting_state(pool: Sequence[Question], attempts: Sequence[AttemptRecord]) -> list[Question]:
-    """Drop questions whose premise does not hold: ``requires="failures"`` needs the latest verified
+    """Drop questions whose premise does not hold: ``requires="attempts"`` needs some recorded attempt
+    (asking "which earlier attempt is this one closest to?" of an empty campaign makes no sense);
+    ``requires="failures"`` needs the latest verified
     attempt to have failed scenarios (asking "what do the failing scenarios share?" of an all-correct
     run wastes the moment); ``requires="verified"`` needs a measurement, i.e. some attempt verified with
     a geomean (asking "does the gain hold?" before anything was timed does too). Falls back to the pool
     as given when nothing would be left."""
     judged = [a for a in attempts if a.status in ("correct", "incorrect")]
-    holds = {"failures": bool(judged and judged[-1].failed),
+    holds = {"attempts": bool(attempts), "failures": bool(judged and judged[-1].failed),
              "verified": any(a.geomean_speedup is not None for a in judged)}
     kept = [q for q in pool if q.requires is None or holds[q.requires]]
     return kept or list(pool)

@@ -31,9 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p = subparsers.add_parser(
         "declare", help="claim 'limit' or 'done'; checks the goal and answers with a question",
         description="Record a claim ('limit': the kernel cannot get meaningfully faster; 'done': the goal is met), "
-                    "check it against the measurements and print the question for that moment.",
-        epilog="Exit status: 0 when the claim is recorded (for 'done': and the goal is met); 1 for 'done' when the "
-               "goal is not met (no verified attempt meets it); 2 on an error.")
+                    "check it against the measurements and print the question for that moment.")
     p.add_argument("kind", choices=("limit", "done"))
     p.add_argument("text", help="the claim in the agent's words")
     add_common_args(p)

@@ -3,8 +3,8 @@
 ``attnq evolve --from kernel.cu [flags]`` starts a run (or resumes ``--run NAME``) and loops until the
 goal is met on ``full`` or a budget is spent; ``--mutator mcp`` only evaluates the seed and leaves the
 mutations to an MCP client (tools ``evolve_next`` / ``evolve_submit``). ``--arms question,plain,none``
-runs the ablation: one run per arm, same seed and budget. Exit codes: 0 the run ended (goal or budget)
-or waits for an MCP client, 1 the run failed (the seed is not correct), 2 an error you can fix.
+runs the ablation: one run per arm, same seed and budget. Exit codes: attnq.cli.EXIT_CODES["evolve"]
+(0 ended or waits for an MCP client, 1 the seed is not correct, 2 an error you can fix, 3 no GPU).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 from attnq.commands.reflect import add_common_args, open_bank, open_store
 from harness import ORIGINAL_KERNEL
+from harness.anchors import GOAL_TARGETS
 from harness.errors import InputError
 
 ACTIONS = ("run", "status", "report", "export", "trace")
@@ -232,7 +233,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     g.add_argument("--no-full", action="store_true", help="quick stage only (the goal cannot be met)")
     g.add_argument("--full-min-gain", type=float, default=None)
     g.add_argument("--goal", type=float, default=None, help="goal geomean speedup on full (default ATTNQ_GOAL_SPEEDUP)")
-    g.add_argument("--goal-against", choices=("original", "cudnn", "flash"), default=None)
+    g.add_argument("--goal-against", choices=GOAL_TARGETS, default=None,
+                   help="what the goal's geomean is measured against (default: ATTNQ_GOAL_ANCHOR or original)")
     g.add_argument("--max-evals", type=int, default=None, help="GPU-stage evaluations (quick + full)")
     g.add_argument("--max-gpu-hours", type=float, default=None)
     g.add_argument("--max-wall-s", type=float, default=None)

@@ -17,6 +17,8 @@ import shlex
 import sys
 from typing import Any
 
+from harness.scenarios import suite_choices_text
+
 CLIENTS = ("claude-code", "codex", "cursor", "vscode", "gemini", "command")
 #: The interpreter path the files in examples/clients/ are written for (replace it with yours, or
 #: generate the file with this command).
@@ -81,6 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         epilog="e.g. attnq mcp-config cursor > .cursor/mcp.json; "
                "claude mcp add attnq -- $(attnq mcp-config command)")
     p.add_argument("client", choices=CLIENTS)
-    p.add_argument("--suite", default="quick", help="ATTNQ_SUITE written into the config (default quick)")
+    p.add_argument("--suite", default="quick",
+                   help=f"ATTNQ_SUITE written into the config: {suite_choices_text()} (default quick)")
     p.add_argument("--python", default=None, help=argparse.SUPPRESS)  # examples/clients/ use EXAMPLE_PYTHON
     p.set_defaults(handler=run)

@@ -7,14 +7,14 @@ import argparse
 import json
 
 from harness.memory import estimate_peak_bytes
-from harness.scenarios import load_suite
+from harness.scenarios import load_suite, suite_choices_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``attnq scenarios``."""
     p = sub.add_parser("scenarios", help="list the scenarios of a suite")
     p.add_argument("--suite", default=None,
-                   help="quick | full | production | path to a suite .toml (default: ATTNQ_SUITE or quick, as verify)")
+                   help=f"{suite_choices_text()} path (default: ATTNQ_SUITE or quick, as verify)")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.set_defaults(handler=run)
 

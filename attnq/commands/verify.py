@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.anchors import GOAL_TARGETS
 from harness.config import Settings
+from harness.scenarios import suite_choices_text
 from harness.verdict import Verdict
 from harness.verify import VerifyOptions, VerifyProgress, verify_kernel
 
@@ -18,13 +20,14 @@ from harness.verify import VerifyOptions, VerifyProgress, verify_kernel
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check and time a candidate kernel against the original")
     p.add_argument("file", help="candidate .cu file")
-    p.add_argument("--suite", default=None, help="quick | full | production | path to a suite .toml (default: quick)")
+    p.add_argument("--suite", default=None,
+                   help=f"{suite_choices_text()} path (default: ATTNQ_SUITE or quick)")
     p.add_argument("--anchors", default="", help="comma list of library kernels to time too: cudnn, flash (torch "
                    "SDPA backends), fa3 (FlashAttention-3; needs flash_attn_interface importable)")
     p.add_argument("--arch", default=None, help="nvcc arch (default sm_90a)")
     p.add_argument("--gpu", type=int, default=None, help="CUDA device index")
     p.add_argument("--goal", type=float, default=None, help="goal geomean speedup, finite and > 0 (default 1.0)")
-    p.add_argument("--goal-against", choices=["original", "cudnn", "flash", "fa3"], default=None,
+    p.add_argument("--goal-against", choices=GOAL_TARGETS, default=None,
                    help="what the goal's geomean is measured against (default: ATTNQ_GOAL_ANCHOR or original)")
     p.add_argument("--scenario", action="append", default=None, help="run only this scenario id (repeatable)")
     p.add_argument("--scenario-timeout", type=float, default=60.0, help="seconds per scenario before it counts as a hang")
