@@ -1434,6 +1434,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_L2MB
 #define ATTN_WS_L2MB 8  // v11: tile order in sections of heads whose K+V fit this many MB of L2 (0: v10's order)
 #endif
+#ifndef ATTN_WS_DESC_INC
+#define ATTN_WS_DESC_INC 0  // v12 candidate: wgmma descriptors built once and advanced by constants (not yet GPU-run)
+#endif
 #ifndef ATTN_WS_RMID
 #define ATTN_WS_RMID 0  // v11 candidate: rescale O between the S issue and the PV issue (FA3's order), not after the PV
 #endif
@@ -1699,6 +1702,30 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         float s[NC * 4];
         uint32_t pa[BN / 16][4];
         float alpha_p[2] = {1.f, 1.f};  // RMID: the rescale the next P V needs, applied at its issue point
+#if ATTN_WS_DESC_INC
+        // Descriptors built once and advanced by constants: the 14-bit start-address field holds addr >> 4 and
+        // every shared-memory address of the CTA is below 256 KB, so desc(addr + off) == desc(addr) + off / 16.
+        const uint64_t dq0 = wg_desc(sQ + cw * (64 * 128), 16, 1024), dk0 = wg_desc(sK, 16, 1024);
+        const uint64_t dv0 = wg_desc(sV, BN * 128, 1024);
+        auto issue_s = [&](int stage) {
+            wg_fence();
+            const uint64_t dk = dk0 + (uint64_t)(stage * (kKV >> 4));
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+                WgSS<T, BN>::run(s, dq0 + (((kk >> 2) * (BM * 128) + (kk & 3) * 32) >> 4),
+                                 dk + (((kk >> 2) * (BN * 128) + (kk & 3) * 32) >> 4), kk > 0);
+            wg_commit();
+        };
+        auto issue_pv = [&](int stage) {
+            wg_fence();
+            const uint64_t dv = dv0 + (uint64_t)(stage * (kKV >> 4));
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk) WgRS<T, D>::run(o, pa[kk], dv + kk * (16 * 128 >> 4));
+            wg_commit();
+        };
+#define WS_KBUF(st) (st)
+#define WS_VBUF(st) (st)
+#else
         auto issue_s = [&](uint32_t kbuf) {
             wg_fence();
 #pragma unroll
@@ -1716,6 +1743,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 WgRS<T, D>::run(o, pa[kk], wg_desc(vbuf + kk * (16 * 128), BN * 128, 1024));
             wg_commit();
         };
+#define WS_KBUF(st) (sK + (st) * kKV)
+#define WS_VBUF(st) (sV + (st) * kKV)
+#endif
         // Masks tile j of s, updates the running max / sum, leaves exp2 values in s; alpha per row.
         auto softmax = [&](int j, float (&alpha)[2]) {
             const int kbase = j * BN;
@@ -1781,7 +1811,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             const int s0 = kv % ST;
             mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
             if (PP) named_sync(me, 256);
-            issue_s(sK + s0 * kKV);
+            issue_s(WS_KBUF(s0));
             if (PP) named_arrive(other, 256);
             wg_wait<0>();
             reg_fence(s);
@@ -1799,10 +1829,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
                 mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
                 if (PP) named_sync(me, 256);
-                issue_s(sK + ks * kKV);
+                issue_s(WS_KBUF(ks));
                 if (ATTN_WS_RMID) rescale_o(alpha_p);  // o is not in flight: P_{j-2} V_{j-2} was waited for
                 mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
-                issue_pv(sV + vs * kKV);
+                issue_pv(WS_VBUF(vs));
                 if (PP) named_arrive(other, 256);
                 wg_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
                 reg_fence(s);
@@ -1836,7 +1866,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
                 if (PP) named_sync(me, 256);
                 if (ATTN_WS_RMID) rescale_o(alpha_p);
-                issue_pv(sV + vs * kKV);
+                issue_pv(WS_VBUF(vs));
                 if (PP) named_arrive(other, 256);
                 wg_wait<0>();
                 reg_fence(o);
@@ -1864,10 +1894,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             const int s0 = kv % ST;
             mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
             if (PP) named_sync(me, 256);
-            issue_s(sK + s0 * kKV);
+            issue_s(WS_KBUF(s0));
             if (ATTN_WS_RMID) rescale_o(alpha_p);
             mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);  // the last V of the previous tile
-            issue_pv(sV + vs * kKV);
+            issue_pv(WS_VBUF(vs));
             if (PP) named_arrive(other, 256);
             wg_wait<1>();
             reg_fence(s);
@@ -1898,6 +1928,8 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #undef WS_FULL_V
 #undef WS_EMPTY_K
 #undef WS_EMPTY_V
+#undef WS_KBUF
+#undef WS_VBUF
 }
 // ---- host side of the warp-specialized kernel: TMA tensor maps ----
 typedef CUresult (*EncodeTiledFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
