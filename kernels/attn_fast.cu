@@ -1434,6 +1434,10 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_L2MB
 #define ATTN_WS_L2MB 8  // v11: tile order in sections of heads whose K+V fit this many MB of L2 (0: v10's order)
 #endif
+#ifndef ATTN_WS_SMSPLIT
+#define ATTN_WS_SMSPLIT 0  // v12 candidate: the softmax in two branch arms (masked / not), ahead of the PV wait
+                           // (1: every head_dim; 2: only where ptxas needs no spill)
+#endif
 #ifndef ATTN_WS_DESC_INC
 #define ATTN_WS_DESC_INC 0  // v12 candidate: wgmma descriptors built once and advanced by constants (not yet GPU-run)
 #endif
@@ -1515,6 +1519,10 @@ constexpr int ws_smem_bytes() {
 // heaviest-first order (causal: the longest row blocks first). The producer loads the next tile's Q and
 // first K/V tiles while the consumers finish the current tile (last PV, epilogue); Q has its own
 // full/empty barrier pair, and the K/V rings run on across tiles.
+template <bool B>
+struct WsTag {  // a compile-time flag passed to a generic lambda
+    static constexpr bool value = B;
+};
 struct WsTile {
     int b, h, m0, n_tiles;
 };
@@ -1544,6 +1552,8 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     attn_fwd_ws(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                 const __grid_constant__ CUtensorMap tmV, const KParams p, int m_blocks) {
     constexpr int BM = 64 * NWG, NC = BN / 8, NO = D / 8, DB = D / 64;
+    // SMSPLIT 1: everywhere; 2: where ptxas keeps it without spills (not d256, not d128 with BN > 128)
+    constexpr bool SPLIT = ATTN_WS_SMSPLIT == 1 || (ATTN_WS_SMSPLIT == 2 && D != 256 && !(D == 128 && BN > 128));
     constexpr bool MERGE = D == 64 ? ATTN_WS_MERGE64 : (D == 128 ? ATTN_WS_MERGE128 : (D == 192 ? false : ATTN_WS_MERGE256));
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // wgmma / setmaxnreg are sm_90a only; the host never launches this kernel elsewhere
@@ -1747,9 +1757,14 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #define WS_VBUF(st) (sV + (st) * kKV)
 #endif
         // Masks tile j of s, updates the running max / sum, leaves exp2 values in s; alpha per row.
-        auto softmax = [&](int j, float (&alpha)[2]) {
+        // v12 candidate (ATTN_WS_SMSPLIT): in the SASS of v11 ptxas puts the wait for P_{j-1} V_{j-1} at the
+        // top of the basic block that follows the optional mask (the block holding max, exp2 and the sums), so
+        // the whole softmax ran after the PV: no intra-warpgroup overlap (FA3's loop, without a mask branch,
+        // has its max and a third of its exp2 before that wait). With SMSPLIT the complete softmax sits in two
+        // branch arms (masked, unmasked) that join before the wait.
+        auto softmax_body = [&](int j, float (&alpha)[2], auto masked) {
             const int kbase = j * BN;
-            if (kbase + BN > mask_from) {
+            if (decltype(masked)::value && (SPLIT || kbase + BN > mask_from)) {
                 const int r0 = w.m0 + rlane;
 #pragma unroll
                 for (int c = 0; c < NC; ++c)
@@ -1787,6 +1802,13 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             }
             l_r[0] = l_r[0] * alpha[0] + sum[0];
             l_r[1] = l_r[1] * alpha[1] + sum[1];
+        };
+        // Masks tile j of s (where it reaches past the last key or the causal limit), updates the running
+        // max / sum, leaves exp2 values in s; alpha per row.
+        auto softmax = [&](int j, float (&alpha)[2]) {
+            if (!SPLIT) softmax_body(j, alpha, WsTag<true>{});
+            else if (j * BN + BN > mask_from) softmax_body(j, alpha, WsTag<true>{});
+            else softmax_body(j, alpha, WsTag<false>{});
         };
         auto pack_p = [&]() {
 #pragma unroll
