@@ -17,6 +17,18 @@ ORIGINAL_KERNEL = KERNELS_DIR / "attn_original.cu"
 #: relative to it). Changing the original means changing this pin in the same reviewed commit.
 ORIGINAL_SOURCE_SHA256 = "badccbd10ac429fbd20ee585fd08b351d5a7e9d4c48a269d11719af48dc49148"
 
+
+
+def child_pythonpath() -> str:
+    """PYTHONPATH for a Python subprocess of attnq's (worker, launcher, sanitizer run): this checkout first,
+    then the caller's own PYTHONPATH. Kept, not replaced: on a machine whose packages live on PYTHONPATH
+    only (the GPU box: wheels installed to /tmp/site for /usr/bin/python3) a child without it cannot
+    import pydantic or pyseccomp."""
+    import os
+
+    return os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
 if not ABI_HEADER.is_file():  # a non-editable install does not carry kernels/
     raise ImportError(f"attnq needs its source tree ({ABI_HEADER} is missing): install it editable, "
                       "`python -m pip install -e <path to the attnq checkout>`")

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import REPO_ROOT
+from harness import child_pythonpath
 from harness.abi import POINTER_FIELDS, params_bytes
 from harness.endpoints import CallResult, KernelFatal, RefusedCall, WorkAfterReturn
 from harness.launcher import recv_msg, send_msg
@@ -64,8 +64,7 @@ class LauncherKernel:
         shutil.copyfile(lib_path, self.lib)
         ours, theirs = socket.socketpair()
         env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
-        path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)  # wheels in /tmp/site
-        env.update(HOME=self.tmp, TMPDIR=self.tmp, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
+        env.update(HOME=self.tmp, TMPDIR=self.tmp, PYTHONPATH=child_pythonpath(), PYTHONDONTWRITEBYTECODE="1")
         cmd = [sys.executable, "-m", "harness.launcher", "--sock", str(theirs.fileno()), "--device", device,
                "--gpu", str(gpu), "--tmp", self.tmp, "--libdir", self.libdir, "--cudart", cudart, "--sandbox", sandbox,
                "--host-cover-cycles", str(host_cover_cycles)]

@@ -5,8 +5,8 @@ Three layers, each applied where the kernel offers it, each reported (:class:`Sa
 * **Landlock** (Linux >= 5.13; raw syscalls through ctypes, the kernel's documented ABI): writes,
   file creation/removal/renames and execution are allowed only beneath the launcher's temp dir (and
   writes to the NVIDIA device files the driver opens); file READS only beneath :func:`read_paths`
-  (the temp dir, the library's private copy, the system's libraries, Python's standard library, the
-  harness package, the NVIDIA device files, the process's own /proc entry and /proc/driver, /sys):
+  (the temp dir, the library's private copy, the system's libraries, Python's standard library and
+  packages (its prefix, the PYTHONPATH directories but the repository), the harness package, the NVIDIA device files, the process's own /proc entry and /proc/driver, /sys):
   not the user's home, the repository, the campaign store, other temp dirs; TCP bind/connect are
   refused (ABI >= 4); signals and abstract unix sockets cannot reach outside the sandbox (ABI >= 6).
   Landlock also stops the process from ptracing or reading the memory of any process outside it.
@@ -102,8 +102,9 @@ def landlock_abi() -> int | None:
 def read_paths(extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     """What the launcher and the candidate may read once confined (existing paths only): ``extra`` (the
     temp dir, the library's private copy), the system's libraries (/usr, /lib*, /etc/ld.so.*), Python's
-    standard library and the interpreter's prefix (site-packages: the CUDA runtime wheel), the harness
-    package (lazy imports), the NVIDIA device files and /dev/null, /dev/zero, /dev/urandom, this
+    standard library and the interpreter's prefix (site-packages: the CUDA runtime wheel), the package
+    directories on PYTHONPATH (:func:`python_path_dirs`: the same packages installed with ``--target``, as
+    on the GPU box's /tmp/site), the harness package (lazy imports), the NVIDIA device files and /dev/null, /dev/zero, /dev/urandom, this
     process's /proc entry (/proc/self resolved), /proc/driver, /proc/devices, /proc/meminfo,
     /proc/cpuinfo, /proc/stat, /sys (device topology). Not readable: home directories, the
     repository (but its harness package), the campaign store, /tmp outside the temp dir, /dev/shm,
@@ -115,13 +116,30 @@ def read_paths(extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     paths = [*extra, "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache", "/etc/ld.so.conf",
              "/etc/ld.so.conf.d", "/opt/nvidia", "/dev/zero", "/dev/urandom", "/dev/random", "/sys",
              "/proc/driver", "/proc/devices", "/proc/meminfo", "/proc/cpuinfo", "/proc/stat",
-             f"/proc/{os.getpid()}", here, sys.prefix, sys.base_prefix, sys.exec_prefix,
+             f"/proc/{os.getpid()}", here, *python_path_dirs(), sys.prefix, sys.base_prefix, sys.exec_prefix,
              *(sysconfig.get_paths().get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")),
              *nvidia_device_paths()]
     import pwd
 
     too_wide = {"/", "/home", "/root", "/tmp", "/var", "/var/tmp", os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)}
     return sorted({os.path.realpath(p) for p in paths if p and os.path.exists(p)} - too_wide)
+
+
+def python_path_dirs() -> list[str]:
+    """The existing directories on PYTHONPATH (resolved), less the repository: an entry that is the
+    repository, lies inside it or contains it is left out (the harness package is readable on its own),
+    so that a checkout first on PYTHONPATH does not open the repository to the candidate."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.realpath(here))
+    out = []
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        p = os.path.realpath(entry) if entry else ""
+        if not p or not os.path.isdir(p):
+            continue
+        if os.path.commonpath([p, repo]) in (p, repo):  # the repository, inside it, or above it
+            continue
+        out.append(p)
+    return out
 
 
 def _apply_landlock(abi: int, writable: list[str], devices: list[str], readable: list[str]) -> None:

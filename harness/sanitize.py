@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from harness import REPO_ROOT
+from harness import REPO_ROOT, child_pythonpath
 from harness.errors import ToolchainError
 from harness.scenarios import Scenario
 from harness.verdict import SanitizerReport
@@ -190,7 +190,7 @@ def run_sanitizer(tool: str, job: SanitizeJob, work_dir: Path, *, timeout_s: flo
     exe = exe or find_compute_sanitizer()
     t0 = time.monotonic()
     env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = child_pythonpath()
     runs = 0
 
     def run(scenarios: list[Scenario]) -> tuple[str, bool]:

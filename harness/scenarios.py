@@ -229,6 +229,11 @@ def _file_order(where: SuiteText, data: dict[str, Any]) -> list[tuple[str, int]]
     return out
 
 
+#: TOML's names of the value types tomllib returns, for error messages
+_TOML_TYPES = {"int": "integer", "bool": "boolean", "list": "array", "dict": "table", "datetime": "date-time",
+               "date": "date", "time": "time", "float": "float"}
+
+
 def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -> Suite:
     """Load a built-in suite (``quick``, ``full``, ``production``, ``bugs``) or a suite TOML file.
 
@@ -253,13 +258,19 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
         table = f"[{kind}]" if kind == "include" else f"[[{kind}]] #{index + 1}"
         return InputError(f"suite {path.name}{at}: {table}: {msg}")
 
+    def top_at(key: str) -> str:
+        lines = [str(i + 1) for i, line in enumerate(where.lines) if line.split("=")[0].strip() == key]
+        return f" line {lines[0]}" if lines else ""
+
     unknown = sorted(set(data) - {"name", "description", "grid", "scenario", "include"})
     if unknown:
-        lines = [str(i + 1) for i, line in enumerate(where.lines) if line.split("=")[0].strip() == unknown[0]]
-        at = f" line {lines[0]}" if lines else ""
-        raise InputError(f"suite {path.name}{at}: unknown top-level key {unknown[0]!r}"
+        raise InputError(f"suite {path.name}{top_at(unknown[0])}: unknown top-level key {unknown[0]!r}"
                          f"{suggest(unknown[0], ('name', 'description', 'grid', 'scenario', 'include'))}; "
                          "known: name, description, [[grid]], [[scenario]], [include]")
+    for key in ("name", "description"):
+        if key in data and not isinstance(data[key], str):
+            raise InputError(f"suite {path.name}{top_at(key)}: {key} must be a string "
+                             f"(in quotes), not a TOML {_TOML_TYPES.get(type(data[key]).__name__, type(data[key]).__name__)}")
     scenarios: list[Scenario] = []
     for kind in ("grid", "scenario"):
         entries = data.get(kind, [])

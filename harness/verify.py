@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from harness import ORIGINAL_KERNEL, ORIGINAL_SOURCE_SHA256, REPO_ROOT
+from harness import ORIGINAL_KERNEL, ORIGINAL_SOURCE_SHA256, REPO_ROOT, child_pythonpath
 from harness.anchors import AnchorName, GoalAgainst, require_anchors
 from harness.compile import compile_kernel
 from harness.config import Settings
@@ -205,7 +205,7 @@ class _WorkerRun:
     def __init__(self, job: WorkerJob, log_path: Path) -> None:
         r, w = os.pipe()
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env["PYTHONPATH"] = child_pythonpath()
         self.log_fh = open(log_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "harness.worker", "--fd", str(w)],

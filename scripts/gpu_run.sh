@@ -162,9 +162,11 @@ print(' '.join('--scenario ' + s.id for s in pick_scenarios(load_suite('bugs').s
       # its sandbox report must be mode "on" with no warning, else the thread rule or a read rule breaks CUDA here
       python3 scripts/launcher_probe.py 2>&1 | tee "$OUT/logs/launcher_probe.log" | tail -3 | tee -a "$S"
       # the CPU path of the red team's classes (needs gcc): rules syscall by syscall, cheats 11-16, probes 6-10
-      python3 -m pytest -q tests/test_trust_holes.py tests/test_trust_split.py -p no:cacheprovider 2>&1 \
+      # (-rfEs: each failure, error and skip reason in the log; they go into the summary)
+      python3 -m pytest -q -rfEs tests/test_trust_holes.py tests/test_trust_split.py -p no:cacheprovider 2>&1 \
         | tee "$OUT/logs/trust_holes.log" | tail -3
-      note "trust holes (CPU path): $(tail -1 "$OUT/logs/trust_holes.log")" ;;
+      note "trust holes (CPU path): $(tail -1 "$OUT/logs/trust_holes.log")"
+      grep -E "^(FAILED|ERROR|SKIPPED) " "$OUT/logs/trust_holes.log" | cut -c1-400 | head -24 | tee -a "$S" ;;
     rowcost)
       python3 scripts/measure_row_reference.py full 2>&1 | tee -a "$S" ;;
     naive)

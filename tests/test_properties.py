@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import HealthCheck, Phase, assume, example, given, settings
 from hypothesis import strategies as st
 from mcp.client import Client
 
@@ -340,6 +340,10 @@ SUITE_DOC = st.one_of(
 
 @budget(60)
 @given(data=SUITE_DOC)
+# found by a deeper search: a valid scenario with a non-string name/description reached Suite(...) unchecked
+@example(data=b"scenario=[{batch=1,seqlen_q=6,seqlen_k=6,num_heads_q=1,num_heads_kv=1,head_dim=64,"
+              b"causal=false,dtype='bf16',group=''}]\nname=0")
+@example(data=b"description=[1]\n[[scenario]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[4, 4]\nhead_dim=64\ncausal=true")
 def test_suite_file_of_any_content(data: bytes, tmp_path: Path) -> None:
     f = tmp_path / "suite.toml"
     f.write_bytes(data)

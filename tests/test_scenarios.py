@@ -71,6 +71,10 @@ def test_user_suite_file(tmp_path) -> None:
     assert s.scenarios[-1].id == "h/b2-sq3-sk5-h2-d96-causal-fp16"
 
 
+#: one valid [[scenario]] table, so a file fails on its top-level keys alone
+_ONE = "[[scenario]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[4, 4]\nhead_dim=64\ncausal=true\n"
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
@@ -79,6 +83,8 @@ def test_user_suite_file(tmp_path) -> None:
         ("[[scenario]]\ngroup='g'\nbatch=0\nseqlen=4\nheads=[4, 2]\nhead_dim=64\ncausal=true\n", "invalid scenario"),
         ("name = 'x'\n", "no scenarios"),
         ("bogus = 1\n", "unknown top-level"),
+        ("name = 0\n" + _ONE, r"bad\.toml line 1: name must be a string \(in quotes\), not a TOML integer"),
+        ("description = [1]\n" + _ONE, r"bad\.toml line 1: description must be a string .* TOML array"),
         ("[include]\nsuite='full'\nids=['nope']\n", "not in suite"),
         ("[[grid]\n", "cannot read"),
         (("[[scenario]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[4, 4]\nhead_dim=64\ncausal=true\n"

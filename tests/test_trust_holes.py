@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import REPO_ROOT
+from harness import REPO_ROOT, child_pythonpath
 from harness.launch_client import LauncherError
 from tests import hostkernels
-from tests.test_trust_split import SANDBOX, _verify
+from tests.test_trust_split import NO_SANDBOX, SANDBOX, _child_env, _verify
 
 pytestmark = pytest.mark.skipif(not hostkernels.have_cc(), reason="needs a C compiler (gcc) for the CPU kernels")
-needs_sandbox = pytest.mark.skipif(not SANDBOX, reason="this kernel lacks Landlock or seccomp: the launcher warns "
-                                                       "and runs unconfined")
+needs_sandbox = pytest.mark.skipif(not SANDBOX, reason=NO_SANDBOX)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +36,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 _ATTEMPTS = r"""
 import ctypes, errno, json, os, signal, socket, sys, tempfile, threading
 from harness.sandbox import apply_sandbox
-tmp, outside = sys.argv[1], sys.argv[2]
+tmp, outside, repo_file = sys.argv[1], sys.argv[2], sys.argv[3]
 lib = open(os.path.join(tmp, "lib.so"), "wb"); lib.write(b"x"); lib.close()
 rep = apply_sandbox(tmp, readable=[])
 libc = ctypes.CDLL(None, use_errno=True)
@@ -77,6 +76,8 @@ attempt("read_system_lib", lambda: open(os.path.realpath("/proc/self/exe"), "rb"
 attempt("read_own_proc", lambda: os.listdir("/proc/self/task"))
 attempt("read_parent_proc", lambda: open(f"/proc/{os.getppid()}/cmdline").read())
 attempt("write_own_temp", lambda: open(os.path.join(tmp, "w"), "w").write("x"))
+attempt("import_from_pythonpath", lambda: __import__("attnq_site_probe"))
+attempt("read_repository", lambda: open(repo_file).read())
 print(json.dumps(out))
 """
 
@@ -84,18 +85,24 @@ print(json.dumps(out))
 @needs_sandbox
 def test_each_forbidden_call_is_refused_and_what_the_launcher_needs_is_not(tmp_path: Path) -> None:
     """The sandbox applied in a fresh interpreter, then every forbidden call tried (threads, processes,
-    timers, limits, sockets, SysV IPC, keyrings, reads outside) next to what a launcher still does."""
+    timers, limits, sockets, SysV IPC, keyrings, reads outside) next to what a launcher still does. Python
+    packages on PYTHONPATH outside the interpreter's prefix (the GPU box's wheels in /tmp/site) stay
+    importable; the repository, first on that PYTHONPATH, stays unreadable."""
     tmp = tmp_path / "launcher-tmp"
     tmp.mkdir()
     outside = tmp_path / "secret.txt"
     outside.write_text("not for the candidate")
-    proc = subprocess.run([sys.executable, "-c", _ATTEMPTS, str(tmp), str(outside)], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    site = tmp_path / "site"  # a --target install dir, as gpu_env.sh makes
+    site.mkdir()
+    (site / "attnq_site_probe.py").write_text("VALUE = 7\n")
+    env = _child_env(PYTHONPATH=os.pathsep.join([child_pythonpath(), str(site)]))
+    proc = subprocess.run([sys.executable, "-c", _ATTEMPTS, str(tmp), str(outside), str(REPO_ROOT / "README.md")],
+                          capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     landlock, seccomp, caps, warnings = got.pop("report")
     assert landlock and seccomp and caps and not warnings
-    allowed = {"getrlimit", "read_own_temp", "read_system_lib", "read_own_proc", "write_own_temp"}
+    allowed = {"getrlimit", "read_own_temp", "read_system_lib", "read_own_proc", "write_own_temp", "import_from_pythonpath"}
     for name, result in got.items():
         if name in allowed:
             assert result == "allowed", f"{name}: {result}"

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import REPO_ROOT
+from harness import REPO_ROOT, child_pythonpath
 from harness.arena import HostArenas
 from harness.checker import HostDevice, Runner
 from harness.guard import build_entry_guard
 from harness.host_cover import HOST_COVER_CYCLES
 from harness.launch_client import LauncherKernel, LoadTimeout
-from harness.sandbox import apply_sandbox, landlock_abi
+from harness.sandbox import _seccomp_module, apply_sandbox, landlock_abi
 from harness.scenarios import Scenario
 from harness.worker import WorkerJob
 from tests import hostkernels
@@ -37,15 +37,30 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("hostkernels")
 
 
-def _sandbox_complete() -> bool:
-    code = ("import json, tempfile; from harness.sandbox import apply_sandbox; "
-            "r = apply_sandbox(tempfile.mkdtemp()); print(json.dumps(r.complete))")
-    probe = subprocess.run([sys.executable, "-c", code],
-                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=60)
-    return probe.returncode == 0 and probe.stdout.strip() == "true"
+def _child_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a Python child, the checkout first on the inherited PYTHONPATH (where
+    the GPU box's wheels are: replacing it loses pydantic and pyseccomp there)."""
+    return {**os.environ, "PYTHONPATH": child_pythonpath(), **extra}
 
 
-SANDBOX = _sandbox_complete()
+_PROBE = ("import json, tempfile; from harness.sandbox import apply_sandbox; "
+          "r = apply_sandbox(tempfile.mkdtemp()); print(json.dumps([r.complete, r.warnings]))")
+
+
+def _sandbox_probe() -> tuple[bool, str]:
+    """Whether the full sandbox applies in a fresh interpreter as the launcher starts one, and if not why
+    (the report's warnings). A probe that crashes counts as applying: the tests then run and show the error
+    instead of skipping."""
+    probe = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=_child_env(), timeout=60)
+    if probe.returncode != 0:
+        return True, ""
+    complete, warnings = json.loads(probe.stdout)
+    return complete, "; ".join(warnings)
+
+
+SANDBOX, _WHY_NOT = _sandbox_probe()
+#: the skip reason of every test that needs the full sandbox
+NO_SANDBOX = f"the full sandbox does not apply on this machine: {_WHY_NOT}"
 
 
 def _verify(built: Path, cheat: int = 0, probe: int = 0, *, sandbox: str = "on", guard: bool = True,
@@ -88,7 +103,7 @@ def test_an_honest_kernel_in_its_own_process_is_correct(built: Path) -> None:
     assert set(report) == {"mode", "landlock_abi", "seccomp", "caps_dropped", "warnings"} and report["mode"] == "on"
 
 
-@pytest.mark.skipif(not SANDBOX, reason="this kernel lacks Landlock or seccomp: the launcher warns and runs unconfined")
+@pytest.mark.skipif(not SANDBOX, reason=NO_SANDBOX)
 @pytest.mark.parametrize(("probe", "what"), [(1, "an AF_INET socket"), (2, "fork"), (3, "a shell command"),
                                              (4, "a file outside its temp dir"), (5, "the checker's memory")])
 def test_the_sandbox_refuses_each_escape(built: Path, probe: int, what: str) -> None:
@@ -140,7 +155,7 @@ def test_the_worker_speaks_its_protocol_with_launchers(built: Path) -> None:
                         entry_guard_lib=str(build_entry_guard(built)))
         r, w = os.pipe()
         proc = subprocess.Popen([sys.executable, "-m", "harness.worker", "--fd", str(w)], stdin=subprocess.PIPE,
-                                pass_fds=(w,), env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, cwd=str(REPO_ROOT),
+                                pass_fds=(w,), env=_child_env(), cwd=str(REPO_ROOT),
                                 stderr=subprocess.DEVNULL)
         os.close(w)
         proc.communicate(job.model_dump_json().encode(), timeout=120)
@@ -157,6 +172,20 @@ def test_the_worker_speaks_its_protocol_with_launchers(built: Path) -> None:
     msgs = run(hang, hang_sha)
     assert [m["type"] for m in msgs] == ["hello", "load_error"] and "within 3 s" in msgs[1]["message"]
     assert time.monotonic() - t0 < 60
+
+
+def test_the_sandbox_probe_finds_what_this_interpreter_finds() -> None:
+    """The sandbox tests' skip condition is honest: the fresh interpreter the probe starts (as a launcher
+    is started: same executable, this PYTHONPATH after the checkout) sees the Landlock and the seccomp
+    binding this one sees. On the GPU box a child whose PYTHONPATH was replaced lost pyseccomp (installed
+    to /tmp/site) and 16 tests skipped as if the kernel lacked a sandbox."""
+    try:
+        _seccomp_module()
+        binding = True
+    except ImportError:
+        binding = False
+    assert not (binding and "no seccomp binding" in _WHY_NOT), _WHY_NOT
+    assert not (landlock_abi() is not None and "Landlock unavailable" in _WHY_NOT), _WHY_NOT
 
 
 def test_sandbox_report_degrades_with_a_warning_when_off() -> None:
@@ -189,7 +218,7 @@ def test_arenas_reach_the_launcher_and_nothing_else(built: Path) -> None:
         k.close()
 
 
-@pytest.mark.skipif(not SANDBOX, reason="this kernel lacks Landlock or seccomp")
+@pytest.mark.skipif(not SANDBOX, reason=NO_SANDBOX)
 def test_the_weaker_seccomp_mode_keeps_the_filter_and_says_what_it_leaves_out(tmp_path: Path) -> None:
     """The fallback when CUDA IPC fails under the full sandbox: seccomp only, reported as such."""
     code = ("import json, os, socket, tempfile; from harness.sandbox import apply_sandbox; "
@@ -197,7 +226,7 @@ def test_the_weaker_seccomp_mode_keeps_the_filter_and_says_what_it_leaves_out(tm
             "ok = True\ntry:\n socket.socket(socket.AF_INET)\nexcept PermissionError:\n ok = False\n"
             "open(os.environ['OUT'], 'w').write('x'); print(json.dumps([r.landlock_abi, r.seccomp, r.caps_dropped, ok, r.warnings]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "OUT": str(tmp_path / "w")})
+                         env=_child_env(OUT=str(tmp_path / "w")))
     landlock, seccomp, caps, inet_ok, warnings = json.loads(out.stdout)
     assert landlock is None and seccomp and not caps and not inet_ok  # sockets still refused
     assert (tmp_path / "w").read_text() == "x" and "Landlock" in warnings[0]  # file writes are not confined
