@@ -19,7 +19,8 @@ Scenario fields (harness/scenarios.py) win over the draws: a declared ``layout``
 a declared ``softmax_scale`` every call's scale, declared ``inputs`` every call's values for the tensors
 they name; ``repeats`` raises the number of determinism repeats (harness.draws.repeats_of). The memory
 guard runs before any allocation; the exactness check after the reference checks of each checked draw.
-Anchors (torch SDPA backends, FA3) run here on the original's buffers, timed like the kernels, behind
+Work after a timed call's end event (another stream) is found by harness/timing_escape.py
+(``job.stream_escape_check``). Anchors (torch SDPA backends, FA3) run here on the original's buffers, timed like the kernels, behind
 the host-path cover (harness/host_cover.py; the kernels get it from their launchers when ATTNQ_HOST_COVER_ALL=1).
 """
 
@@ -49,6 +50,7 @@ from harness.endpoints import (
 )
 from harness.host_cover import host_cover_cycles
 from harness.scenarios import Scenario
+from harness.timing_escape import append_timing_log, judge_escape
 from harness.verdict import ErrorStats, PhaseTimes, ScenarioResult, TimingStats
 
 #: Sampled rows of every timed call checked against the fp32 reference: pairs x rows per pair.
@@ -283,6 +285,28 @@ class Runner:
         bufs_c.copy_inputs_from(bufs_o)
         bufs_c.prepare_outputs(), bufs_o.prepare_outputs()
 
+    def _timed_pair(self, draw: CallDraw, n: int, p_c: Any, p_o: Any, bufs_c: Buffers, bufs_o: Buffers,
+                    tail: bool) -> tuple[CallResult, CallResult, Any, bool]:
+        """Sample ``n``'s two timed calls, each after the checker's flush and a synchronize (nothing of the
+        checker's runs beside a timed call), the candidate's first unless ``job.diag_order`` says otherwise;
+        the candidate's inputs are compared (on the device) right after its call. ``tail``: the launchers
+        report the device tail (harness/timing_escape.py). Returns ``(candidate's result, original's result,
+        inputs-same tensor, whether the original went first)``."""
+        order = self.job.diag_order
+        orig_first = order == "original_first" or (order == "alternate" and n % 2 == 1)
+        kw = {"tail": True} if tail else {}
+        rc = ro = same = None
+        for who in ("original", "candidate") if orig_first else ("candidate", "original"):
+            self.dev.flush()  # the checker's own flush: the candidate's process cannot skip it
+            self.dev.sync()
+            if who == "candidate":
+                rc = self._result(self._cand(draw).timed_call(p_c, **kw), "candidate")
+                same = self._inputs_same_t(bufs_c, bufs_o)  # (default order) compared before the original runs
+            else:
+                ro = self._result(self.orig.timed_call(p_o, **kw), "original")
+        assert rc is not None and ro is not None
+        return rc, ro, same, orig_first
+
     def _inputs_same_t(self, bufs_c: Buffers, bufs_o: Buffers) -> Any:
         from harness.checks import bits_equal_t
 
@@ -387,6 +411,10 @@ class Runner:
         w_c: list[float] = []
         w_o: list[float] = []
         t_a: dict[str, list[float]] = {k: [] for k in job.anchors}
+        tail = job.stream_escape_check == "tail"
+        tl_c: list[float] = []
+        tl_o: list[float] = []
+        log: list[dict] | None = [] if job.diag_timing_log else None
         gpu_ms = 0.0
         n = 0
         t_loop = time.perf_counter()
@@ -400,13 +428,7 @@ class Runner:
                 expect = permute_outputs(torch, sc, draw, first[1], first[2])
             self._prepare(bufs_c, bufs_o, draw, gen, values)
             p_c, p_o = self._params(bufs_c, sc), self._params(bufs_o, sc)
-            self.dev.flush()  # the checker's own flush: the candidate's process cannot skip it
-            self.dev.sync()
-            rc = self._result(self._cand(draw).timed_call(p_c), "candidate")
-            inputs_same = self._inputs_same_t(bufs_c, bufs_o)  # compared before the original runs
-            self.dev.flush()  # the same preamble as the candidate's call (A/A: like with like)
-            self.dev.sync()  # nothing of the checker's runs beside the original's timed call
-            ro = self._result(self.orig.timed_call(p_o), "original")
+            rc, ro, inputs_same, orig_first = self._timed_pair(draw, n, p_c, p_o, bufs_c, bufs_o, tail)
             for name, times in t_a.items():
                 fn = anchors.runner(name, bufs_o, draw.layout)
                 if fn is not None:
@@ -430,18 +452,21 @@ class Runner:
             if bad:
                 raise Fail(*bad)
             t_c.append(rc.event_ms), t_o.append(ro.event_ms), w_c.append(rc.wall_ms), w_o.append(ro.wall_ms)
+            tl_c.append(rc.tail_ms or 0.0), tl_o.append(ro.tail_ms or 0.0)
+            if log is not None:
+                log.append({"n": n, "process": draw.process if self.cand_b is not None else 0, "orig_first": orig_first,
+                            "repeat": draw.repeat is not None, "layout": draw.layout, "e_c": rc.event_ms,
+                            "e_o": ro.event_ms, "w_c": rc.wall_ms, "w_o": ro.wall_ms, "tail_c": rc.tail_ms,
+                            "tail_o": ro.tail_ms})
             gpu_ms += rc.event_ms + ro.event_ms
             self.phases.timed_gpu_s = round(gpu_ms / 1e3, 4)
             n += 1
-        escaped = None
-        over_c = statistics.median(w - e for w, e in zip(w_c, t_c, strict=True))
-        over_o = statistics.median(w - e for w, e in zip(w_o, t_o, strict=True))
-        if over_c > over_o + max(0.05, 0.25 * statistics.median(t_c)):
-            # work finished after the end event (another stream), or an event time the wall clock does not
-            # bear out: count the host-observed time (less the original's overhead) instead
-            t_c = [w - over_o for w in w_c]
-            escaped = (f"stream_timing: work outlived the end event by {over_c - over_o:.3f} ms per call "
-                       "(launched on another stream?); host wall-clock time used")
+        mode = job.stream_escape_check
+        t_c, escaped = judge_escape(mode, t_c, t_o, w_c, w_o, tl_c if tail else None, tl_o if tail else None)
+        if log is not None:
+            append_timing_log(job.diag_timing_log, {"id": sc.id, "escape_check": mode, "order": job.diag_order,
+                                                    "split": self.cand_b is not None, "escaped": escaped,
+                                                    "samples": log})
         anchor_stats: dict[str, TimingStats | None] = {k: (_stats(t_a[k]) if t_a[k] else None) for k in t_a}
         return _stats(t_c), _stats(t_o), anchor_stats, escaped
 

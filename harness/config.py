@@ -6,6 +6,7 @@ Every field maps to ``ATTNQ_<FIELD>`` (e.g. ``ATTNQ_WORKSPACE``, ``ATTNQ_GPU``, 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -39,6 +40,20 @@ class Settings(BaseSettings):
     host_cover_all: bool = Field(default=False, description="the anchors' host-path cover (a ~0.5 ms GPU spin "
                                  "before each timed call) for the candidate and the original too "
                                  "(ATTNQ_HOST_COVER_ALL=1; harness/host_cover.py)")
+    stream_escape_check: Literal["wall", "tail"] = Field(
+        default="wall", description="how a timed call's work after its end event is found (harness/timing_escape.py): "
+        "wall = the candidate's host round trip less its event time against the original's (cross-process wake-up "
+        "noise flags tiny kernels: run 20's A/A); tail = the device time from the end event to the launcher's "
+        "synchronize returning (a third event), the wall check kept as a 0.5 ms backstop (ATTNQ_STREAM_ESCAPE_CHECK)")
+    diag_order: Literal["candidate_first", "original_first", "alternate"] = Field(
+        default="candidate_first", description="diagnostic: which kernel's timed call comes first in each sample "
+        "(alternate: the candidate on even samples, the original on odd ones; ATTNQ_DIAG_ORDER)")
+    diag_timing_log: Path | None = Field(default=None, description="diagnostic: append one JSON line per scenario "
+                                         "with every timed sample (event, wall, device tail of both kernels, the "
+                                         "candidate process, the order) to this file (ATTNQ_DIAG_TIMING_LOG)")
+    diag_single_candidate_launcher: bool = Field(default=False, description="diagnostic: no second candidate "
+                                                 "launcher (the repeats run in the first; weakens the determinism "
+                                                 "check, never for a real verification; ATTNQ_DIAG_SINGLE_CANDIDATE_LAUNCHER)")
     seed: int | None = Field(default=None, description="seed for question selection (tests); None = random")
     state: Path | None = Field(default=None, description="where attnq keeps its build cache, campaign store and "
                                "locks (ATTNQ_STATE); default <workspace>/.attnq")
@@ -55,6 +70,15 @@ class Settings(BaseSettings):
         if value not in ANCHORS:
             raise ValueError(f"{value!r} is not an anchor; use one of {', '.join(ANCHORS)}")
         return value
+
+    def timing_fields(self) -> dict:
+        """The harness.worker.WorkerJob fields these settings decide about timing: the kernels' host-path
+        cover, the stream escape check (harness/timing_escape.py) and the diagnostics (order, the timing
+        log as an absolute path, no second candidate launcher)."""
+        log = self.diag_timing_log
+        return {"host_cover_all": self.host_cover_all, "stream_escape_check": self.stream_escape_check,
+                "diag_order": self.diag_order, "diag_timing_log": str(log.resolve()) if log else None,
+                "repeat_process": not self.diag_single_candidate_launcher}
 
     @property
     def state_dir(self) -> Path:

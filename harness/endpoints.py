@@ -63,8 +63,10 @@ class CallResult:
     """One ``attn_fwd`` call: its return ``status``, the runtime's launch ``error`` (None when clean),
     ``event_ms`` (GPU time between events around the call; timed calls only), ``wall_ms`` (host time of
     the whole call as the checker saw it, synchronization and process round trip included) and
-    ``refused`` (driver functions the entry-point guard refused during the call) and ``threads`` (threads
-    of the library alive after the call returned: :class:`WorkAfterReturn`)."""
+    ``refused`` (driver functions the entry-point guard refused during the call), ``threads`` (threads
+    of the library alive after the call returned: :class:`WorkAfterReturn`) and ``tail_ms`` (timed calls
+    asked for it: device ms from the end event to the synchronize after the call, harness/timing_escape.py;
+    None when not asked)."""
 
     status: int
     error: str | None = None
@@ -72,6 +74,7 @@ class CallResult:
     wall_ms: float = 0.0
     refused: tuple[str, ...] = ()
     threads: int = 0
+    tail_ms: float | None = None
 
 
 class KernelEndpoint(Protocol):
@@ -92,8 +95,9 @@ class KernelEndpoint(Protocol):
     def call(self, params: Any) -> CallResult:
         """An untimed call, synchronized."""
 
-    def timed_call(self, params: Any) -> CallResult:
-        """A timed call: L2 flush, events around the call on the legacy default stream, synchronized."""
+    def timed_call(self, params: Any, tail: bool = False) -> CallResult:
+        """A timed call: L2 flush, events around the call on the legacy default stream, synchronized;
+        ``tail``: also the device time from the end event to the synchronize (``CallResult.tail_ms``)."""
 
     def close(self) -> None:
         """Release the kernel (end its process)."""
@@ -128,11 +132,12 @@ class InProcessKernel:
         self.dev.sync()
         return CallResult(status, err, wall_ms=(time.perf_counter() - t0) * 1e3)
 
-    def timed_call(self, params: Any) -> CallResult:
+    def timed_call(self, params: Any, tail: bool = False) -> CallResult:
+        """A timed call (``tail``: reported as 0.0, the checker's device synchronize ends the timing here)."""
         out: list[tuple[int, str | None]] = []
         event_ms, wall_ms = self.dev.timed(lambda: out.append(self._run(params)))
         status, err = out[0]
-        return CallResult(status, err, event_ms=event_ms, wall_ms=wall_ms)
+        return CallResult(status, err, event_ms=event_ms, wall_ms=wall_ms, tail_ms=0.0 if tail else None)
 
     def close(self) -> None:
         pass

@@ -195,19 +195,25 @@ class LauncherKernel:
                 raise LauncherError(f"{field} points outside every arena attached to the {self.name}")
         return out
 
-    def _call(self, params: Any, timed: bool) -> CallResult:
+    def _call(self, params: Any, timed: bool, tail: bool = False) -> CallResult:
         msg = {"op": "call", "params": params_bytes(params).hex(), "relocs": self._relocs(params), "timed": timed}
+        if tail:
+            msg["tail"] = True
         t0 = time.perf_counter()
         reply = self._request(msg)
         wall_ms = (time.perf_counter() - t0) * 1e3
+        tail_ms = reply.get("tail_ms")
         return CallResult(int(reply["status"]), reply.get("error"), float(reply.get("event_ms", 0.0)), wall_ms,
-                          tuple(reply.get("refused", ())), int(reply.get("threads", 0)))
+                          tuple(reply.get("refused", ())), int(reply.get("threads", 0)),
+                          None if tail_ms is None else float(tail_ms))
 
     def call(self, params: Any) -> CallResult:
         return self._call(params, False)
 
-    def timed_call(self, params: Any) -> CallResult:
-        return self._call(params, True)
+    def timed_call(self, params: Any, tail: bool = False) -> CallResult:
+        """A timed call; ``tail``: the launcher also reports the device time from the end event to its
+        synchronize (harness/timing_escape.py)."""
+        return self._call(params, True, tail)
 
     def close(self) -> None:
         """End the launcher (politely, then SIGKILL) and remove its directories."""

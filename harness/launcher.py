@@ -13,7 +13,9 @@ arenas):
 ``load`` (hash-check and dlopen the library), ``map``/``unmap`` (an arena the checker owns),
 ``query`` (``attn_fwd_workspace_bytes`` on NULL data pointers, then a device synchronize), ``call``
 (``attn_fwd`` on the legacy default stream with pointers relocated into mapped arenas; timed calls
-get an L2-flushing memset, then the N-cycle spin when N > 0, and events around the call), ``exit``. It holds no expected answer and
+get an L2-flushing memset, then the N-cycle spin when N > 0, and events around the call; ``tail``: a third
+event recorded once the synchronize after the call returned, reported as ``tail_ms``, the device time
+from the end event to it: harness/timing_escape.py), ``exit``. It holds no expected answer and
 no buffer it was not given; it never imports torch. A sticky CUDA error is reported (``fatal``) and
 ends the process. Every reply to ``load``, ``query`` and ``call`` carries ``threads``: the threads
 alive now that were not when the loop started (/proc/self/task; seccomp refuses new ones where it
@@ -99,9 +101,9 @@ class _Cuda:
         self.flush_bytes = max(4 * flush.value, 256 << 20)
         self.flush = ctypes.c_void_p()
         self._check(self.rt.cudaMalloc(ctypes.byref(self.flush), ctypes.c_size_t(self.flush_bytes)), "cudaMalloc")
-        self.start, self.end = ctypes.c_void_p(), ctypes.c_void_p()
-        self._check(self.rt.cudaEventCreate(ctypes.byref(self.start)), "cudaEventCreate")
-        self._check(self.rt.cudaEventCreate(ctypes.byref(self.end)), "cudaEventCreate")
+        self.start, self.end, self.done = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        for ev in (self.start, self.end, self.done):
+            self._check(self.rt.cudaEventCreate(ctypes.byref(ev)), "cudaEventCreate")
         self.cover_cycles, self.cover = cover_cycles, None
         if cover_cycles:  # JIT-compiled, loaded and run once now: before the library and the sandbox
             from harness.host_cover import SpinKernel
@@ -120,6 +122,7 @@ class _Cuda:
         self._check(self.rt.cudaEventRecord(self.end, None), "warm-up event")
         self._check(self.rt.cudaDeviceSynchronize(), "warm-up synchronize")
         self.elapsed_ms()
+        self.tail_ms()
         try:
             cu = ctypes.CDLL("libcuda.so.1")
             mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
@@ -162,6 +165,15 @@ class _Cuda:
         self.rt.cudaEventElapsedTime(ctypes.byref(ms), self.start, self.end)
         return float(ms.value)
 
+    def tail_ms(self) -> float:
+        """After the synchronize that ended a timed call: a third event on the legacy default stream, and
+        the device ms from the end event to it (work on other streams that outlived the end event)."""
+        self.rt.cudaEventRecord(self.done, None)
+        self.rt.cudaDeviceSynchronize()  # the path every call already takes (warmed before the sandbox)
+        ms = ctypes.c_float(0.0)
+        self.rt.cudaEventElapsedTime(ctypes.byref(ms), self.end, self.done)
+        return float(ms.value)
+
 
 class _Host:
     """CPU stand-in (tests): no device, host time; no spin (``cover_cycles`` is only reported)."""
@@ -187,6 +199,9 @@ class _Host:
 
     def elapsed_ms(self) -> float:  # pragma: no cover - _Host.timed returns the time itself
         return 0.0
+
+    def tail_ms(self) -> float:
+        return 0.0  # no device: nothing outlives the call
 
 
 class Launcher:
@@ -264,10 +279,15 @@ class Launcher:
 
             event_ms = self.dev.timed(run) if msg.get("timed") else (run() or 0.0)
             sync_err = self.dev.sync()
+            tail = msg.get("timed") and msg.get("tail")
+            tail_ms = self.dev.tail_ms() if tail and sync_err is None else 0.0  # at once: no host work in it
             if event_ms < 0:
                 event_ms = self.dev.elapsed_ms() if sync_err is None else 0.0
-            return {"ok": True, "status": out["status"], "error": out["error"] or sync_err, "event_ms": event_ms,
-                    "refused": self.refused(before), "threads": self.threads()}
+            reply = {"ok": True, "status": out["status"], "error": out["error"] or sync_err, "event_ms": event_ms,
+                     "refused": self.refused(before), "threads": self.threads()}
+            if tail:
+                reply["tail_ms"] = tail_ms
+            return reply
         raise ValueError(f"unknown op {op!r}")
 
 

@@ -413,7 +413,7 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
                     draws=options.draws, repeats=options.repeats, load_timeout_s=options.load_timeout_s,
                     entry_guard_lib=str(guard) if guard else None,
                     sandbox="off" if os.environ.get("ATTNQ_SANDBOX", "on") == "off" else "on",
-                    host_cover_all=settings.host_cover_all,
+                    **settings.timing_fields(),
                     anchors=options.anchors, gpu=options.gpu, min_samples=options.min_samples,
                     max_samples=options.max_samples, budget_ms=options.budget_ms,
                     measure_peak=device_key not in peaks, peak_tflops=peaks.get(device_key))

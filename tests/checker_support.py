@@ -61,6 +61,7 @@ class PyKernel:
     def __init__(self, body: Any, name: str = "candidate", ws: Any = None) -> None:
         self.body, self.name, self.ws = body, name, ws
         self.calls, self.seen, self.queries = 0, [], []
+        self.timed: list[tuple[int, bool]] = []  # (perf_counter_ns at the timed call, tail asked)
 
     def workspace_bytes(self, params: Any) -> int:
         self.queries.append(params)
@@ -80,11 +81,13 @@ class PyKernel:
     def call(self, params: Any) -> CallResult:
         return CallResult(self._run(params))
 
-    def timed_call(self, params: Any) -> CallResult:
+    def timed_call(self, params: Any, tail: bool = False) -> CallResult:
+        """Host-timed; records when it ran and whether the device tail was asked (``timed``)."""
         t0 = time.perf_counter()
+        self.timed.append((time.perf_counter_ns(), tail))
         status = self._run(params)
         ms = (time.perf_counter() - t0) * 1e3
-        return CallResult(status, event_ms=ms, wall_ms=ms)
+        return CallResult(status, event_ms=ms, wall_ms=ms, tail_ms=0.0 if tail else None)
 
     def close(self) -> None:
         pass
@@ -94,10 +97,12 @@ SC = Scenario(group="t", batch=2, seqlen_q=24, seqlen_k=24, num_heads_q=4, num_h
 
 
 def make_runner(cand: Any, orig: Any = None, *, min_samples: int = 3, max_samples: int = 6, budget_ms: float = 1e9,
-                draws: int = 2, repeats: int = 3, seed: int = 1) -> Runner:
-    """A CPU Runner on ``cand`` and (default) an honest original, arenas in plain CPU tensors."""
+                draws: int = 2, repeats: int = 3, seed: int = 1, **job_fields: Any) -> Runner:
+    """A CPU Runner on ``cand`` and (default) an honest original, arenas in plain CPU tensors; ``job_fields``:
+    further harness.worker.WorkerJob fields."""
     job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[SC], seed=seed, device="cpu", draws=draws,
-                    repeats=repeats, min_samples=min_samples, max_samples=max_samples, budget_ms=budget_ms)
+                    repeats=repeats, min_samples=min_samples, max_samples=max_samples, budget_ms=budget_ms,
+                    **job_fields)
     return Runner(job, cand, orig or PyKernel(honest, "original"), HostDevice())
 
 

@@ -64,10 +64,12 @@ NO_SANDBOX = f"the full sandbox does not apply on this machine: {_WHY_NOT}"
 
 
 def _verify(built: Path, cheat: int = 0, probe: int = 0, *, sandbox: str = "on", guard: bool = True,
-            samples: int = 3, split: bool = True, seed: int = 11, sc: Scenario = SC, lib: Path | None = None) -> tuple:
+            samples: int = 3, split: bool = True, seed: int = 11, sc: Scenario = SC, lib: Path | None = None,
+            **job_fields: object) -> tuple:
     """Check and time ``sc`` with the candidate built with ``cheat``/``probe`` (or the library ``lib``)
     against the honest build, each in launchers (``split``: the candidate in two, the repeats in the
-    second, as harness/worker.py does). Returns ``(ScenarioResult, candidate sandbox report)``."""
+    second, as harness/worker.py does; ``job_fields``: further WorkerJob fields). Returns
+    ``(ScenarioResult, candidate sandbox report)``."""
     cand_lib, cand_sha = hostkernels.build(built, cheat=cheat, probe=probe) if lib is None else (lib, _sha(lib))
     orig_lib, orig_sha = hostkernels.build(built)
     arenas = HostArenas()
@@ -81,7 +83,7 @@ def _verify(built: Path, cheat: int = 0, probe: int = 0, *, sandbox: str = "on",
         if cand_b is not None:
             cand_b.load()
         job = WorkerJob(candidate_lib=str(cand_lib), original_lib=str(orig_lib), scenarios=[sc], seed=seed, device="cpu",
-                        min_samples=samples, max_samples=samples, budget_ms=1e9)
+                        min_samples=samples, max_samples=samples, budget_ms=1e9, **job_fields)
         res = Runner(job, cand, orig, HostDevice(), allocate=arenas.allocate, free=arenas.free, cand_b=cand_b).run(sc, 0)
         return res, cand.sandbox
     finally:
@@ -186,6 +188,52 @@ def test_the_sandbox_probe_finds_what_this_interpreter_finds() -> None:
         binding = False
     assert not (binding and "no seccomp binding" in _WHY_NOT), _WHY_NOT
     assert not (landlock_abi() is not None and "Landlock unavailable" in _WHY_NOT), _WHY_NOT
+
+
+def test_the_device_tail_is_asked_of_the_launchers_and_logged(built: Path, tmp_path: Path) -> None:
+    """ATTNQ_STREAM_ESCAPE_CHECK=tail reaches the launcher processes (each timed call's reply carries its
+    device tail: 0.0 on the CPU) and ATTNQ_DIAG_ORDER / ATTNQ_DIAG_TIMING_LOG the checker; an untimed or
+    untailed call carries none."""
+    log = tmp_path / "timing.jsonl"
+    res, _ = _verify(built, samples=4, stream_escape_check="tail", diag_order="alternate", diag_timing_log=str(log))
+    assert res.correct, res.message
+    (rec,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert rec["split"] is True and [s["orig_first"] for s in rec["samples"]] == [False, True, False, True]
+    assert all(s["tail_c"] == 0.0 and s["tail_o"] == 0.0 for s in rec["samples"])
+    assert {s["process"] for s in rec["samples"] if s["repeat"]} == {1}  # repeats in the second launcher
+    lib, sha = hostkernels.build(built)
+    arenas = HostArenas()
+    k = LauncherKernel("candidate", str(lib), sha, arenas=arenas, device="cpu")
+    try:
+        k.load()
+        from harness.abi import make_params
+        from harness.buffers import Buffers
+
+        bufs = Buffers(torch, SC, torch.bfloat16, "cpu", allocate=arenas.allocate)
+        k.attach(bufs)
+        p = make_params(bufs.q, bufs.k, bufs.v, bufs.o_c, bufs.lse_c, softmax_scale=0.25, causal=True, num_sms=1)
+        assert k.timed_call(p, tail=True).tail_ms == 0.0
+        assert k.timed_call(p).tail_ms is None and k.call(p).tail_ms is None
+        k.detach(bufs)
+    finally:
+        k.close()
+
+
+def test_one_candidate_launcher_when_the_diagnostic_asks(built: Path) -> None:
+    """ATTNQ_DIAG_SINGLE_CANDIDATE_LAUNCHER=1: the worker starts no second candidate launcher."""
+    from harness.config import Settings
+    from harness.worker import finish_endpoints, spawn_launchers
+
+    lib, sha = hostkernels.build(built)
+    fields = Settings(diag_single_candidate_launcher=True).timing_fields()
+    job = WorkerJob(candidate_lib=str(lib), original_lib=str(lib), candidate_sha256=sha, original_sha256=sha,
+                    scenarios=[], seed=1, device="cpu", **fields)
+    cand, orig, arenas, cand_b = spawn_launchers(job)
+    assert cand_b is None
+    _, info = finish_endpoints(job, cand, orig, arenas, cand_b)
+    cand, orig, cand_b = info.pop("endpoints")
+    cand.close(), orig.close()
+    assert cand_b is None
 
 
 def test_sandbox_report_degrades_with_a_warning_when_off() -> None:
