@@ -411,6 +411,10 @@ class Runner:
         w_c: list[float] = []
         w_o: list[float] = []
         t_a: dict[str, list[float]] = {k: [] for k in job.anchors}
+        lay: list[str] = []  # each sample's layout, and each anchor time's
+        lay_a: dict[str, list[str]] = {k: [] for k in job.anchors}
+        keep = drawer.timed_layout  # the layout the statistics are over (None: all samples)
+        min_keep = max(MIN_TIMED_LAYOUT_SAMPLES, job.min_samples // 2)
         tail = job.stream_escape_check == "tail"
         tl_c: list[float] = []
         tl_o: list[float] = []
@@ -419,6 +423,7 @@ class Runner:
         n = 0
         t_loop = time.perf_counter()
         while n < max(job.max_samples, drawer.samples_needed) and (n < job.min_samples or drawer.pending_repeats(n)
+                                       or (keep is not None and lay.count(keep) < min_keep)
                                        or (time.perf_counter() - t_loop) * 1e3 < job.budget_ms):
             draw = drawer.timed(n)
             values = None
@@ -433,6 +438,7 @@ class Runner:
                 fn = anchors.runner(name, bufs_o, draw.layout)
                 if fn is not None:
                     times.append(self.dev.timed(fn, cover)[0])
+                    lay_a[name].append(draw.layout)
                     gpu_ms += times[-1]
             rows = sample_rows(sc.batch, sc.num_heads_q, sc.seqlen_q, ROW_PAIRS, ROWS_PER_PAIR, gen, self.device)
             t_ref = time.perf_counter()
@@ -452,6 +458,7 @@ class Runner:
             if bad:
                 raise Fail(*bad)
             t_c.append(rc.event_ms), t_o.append(ro.event_ms), w_c.append(rc.wall_ms), w_o.append(ro.wall_ms)
+            lay.append(draw.layout)
             tl_c.append(rc.tail_ms or 0.0), tl_o.append(ro.tail_ms or 0.0)
             if log is not None:
                 log.append({"n": n, "process": draw.process if self.cand_b is not None else 0, "orig_first": orig_first,
@@ -467,13 +474,26 @@ class Runner:
             append_timing_log(job.diag_timing_log, {"id": sc.id, "escape_check": mode, "order": job.diag_order,
                                                     "split": self.cand_b is not None, "escaped": escaped,
                                                     "samples": log})
-        anchor_stats: dict[str, TimingStats | None] = {k: (_stats(t_a[k]) if t_a[k] else None) for k in t_a}
-        return _stats(t_c), _stats(t_o), anchor_stats, escaped
+        anchor_stats: dict[str, TimingStats | None] = {k: (_stats(t_a[k], lay_a[k], keep) if t_a[k] else None)
+                                                       for k in t_a}
+        return _stats(t_c, lay, keep), _stats(t_o, lay, keep), anchor_stats, escaped
 
 
-def _stats(times: list[float]) -> TimingStats:
+#: Fewest samples of the timed layout a median is taken over; with fewer, every sample counts.
+MIN_TIMED_LAYOUT_SAMPLES = 3
+
+
+def _stats(times: list[float], layouts: list[str] | None = None, keep: str | None = None) -> TimingStats:
+    """Median and IQR of ``times`` (ms), over the samples whose layout is ``keep`` when there are at least
+    :data:`MIN_TIMED_LAYOUT_SAMPLES` of them (the dense layout: the padded ones drawn for the checks do not
+    count in a time), else over all (``layout`` None then)."""
+    label = None
+    if keep is not None and layouts is not None:
+        sel = [t for t, lay in zip(times, layouts, strict=True) if lay == keep]
+        if len(sel) >= MIN_TIMED_LAYOUT_SAMPLES:
+            times, label = sel, keep
     qs = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
-    return TimingStats(median_ms=statistics.median(times), iqr_ms=qs[2] - qs[0], samples=len(times))
+    return TimingStats(median_ms=statistics.median(times), iqr_ms=qs[2] - qs[0], samples=len(times), layout=label)
 
 
 def _sdpa_runner(torch: Any, sc: Scenario, bufs: Buffers, backend: str) -> Any:

@@ -27,6 +27,9 @@ from harness.scenarios import Scenario
 #: (poisoned padding) on q and o, on k and v, or on all four. All keep 16-byte aligned rows. A scenario
 #: that declares a ``layout`` gets only that one (harness.buffers.DECLARED) on every call.
 LAYOUTS = ("dense", "padded_qo", "padded_kv", "padded_all")
+#: Deck copies of the dense layout when layouts are drawn: half of all calls are dense, the layout the
+#: timing medians are taken over (:attr:`CallDrawer.timed_layout`): the padded ones are there for the checks.
+DENSE_WEIGHT = 3
 #: Value kinds of the input draws (harness.buffers.Buffers.fill_inputs).
 VALUE_KINDS = ("normal", "large_logits", "shifted")
 #: softmax_scale = factor x 1/sqrt(head_dim); the factor is exactly 1 half of the time, else U[0.5, 1.5]
@@ -71,15 +74,20 @@ class CallDrawer:
         self.repeat_at = sorted(self.rng.sample(range(span), repeats)) if repeats else []
         self.first: CallDraw | None = None
         self.deck: list[tuple[str, bool]] = []
+        #: the layout the timing statistics are taken over ("dense" when layouts are drawn; None: a declared
+        #: layout, every sample counts)
+        self.timed_layout: str | None = "dense" if "dense" in layouts and len(layouts) > 1 else None
         #: timed samples the loop must reach (the last scheduled repeat's, plus one)
         self.samples_needed = self.repeat_at[-1] + 1 if self.repeat_at else 0
 
     def _layout_scale(self) -> tuple[str, float]:
-        """From a shuffled deck of every (layout, default scale or not) pair, refilled when empty: each
-        call looks random, and any run of len(deck) consecutive calls covers every pair (so a kernel
-        that misbehaves on one kind of call meets it within the first 8 calls of a scenario)."""
+        """From a shuffled deck of every (layout, default scale or not) pair, the dense layout
+        :data:`DENSE_WEIGHT` times over, refilled when empty: each call looks random, and any run of
+        len(deck) consecutive calls (12 with the four drawn layouts) covers every pair, so a kernel that
+        misbehaves on one kind of call meets it within the first 12 calls of a scenario."""
         if not self.deck:
-            self.deck = [(layout, default) for layout in self.layouts for default in (True, False)]
+            self.deck = [(layout, default) for layout in self.layouts for default in (True, False)
+                         for _ in range(DENSE_WEIGHT if layout == self.timed_layout else 1)]
             self.rng.shuffle(self.deck)
         layout, default = self.deck.pop()
         return layout, 1.0 if default else self.rng.uniform(*SCALE_RANGE)

@@ -66,7 +66,9 @@ class TimingStats(BaseModel):
 
     median_ms: float = Field(description="median time per call, ms")
     iqr_ms: float = Field(description="interquartile range (p75 - p25), ms")
-    samples: int = Field(description="number of timed calls")
+    samples: int = Field(description="number of timed calls the median and IQR are over")
+    layout: str | None = Field(default=None, description="the layout those calls had: 'dense' when calls drew "
+                               "layouts (the padded ones are checked, not timed); None: every timed call counts")
 
 
 class ErrorStats(BaseModel):

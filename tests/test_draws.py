@@ -55,12 +55,13 @@ def test_checked_and_timed_calls_come_from_one_distribution() -> None:
     assert drawer.pending_repeats(0) and not drawer.pending_repeats(10)
 
 
-def test_every_eight_calls_cover_every_layout_and_scale_kind() -> None:
+def test_every_twelve_calls_cover_every_layout_and_scale_kind_half_of_them_dense() -> None:
     drawer = CallDrawer(_sc(2, 2, 2), 5, draws=2, repeats=0, min_samples=3)
-    calls = [drawer.checked(0), drawer.checked(1)] + [drawer.timed(n) for n in range(14)]
-    for start in (0, 8):
-        seen = {(d.layout, d.scale_factor == 1.0) for d in calls[start:start + 8]}
-        assert seen == {(lay, dflt) for lay in LAYOUTS for dflt in (True, False)}
+    calls = [drawer.checked(0), drawer.checked(1)] + [drawer.timed(n) for n in range(22)]
+    for start in (0, 12):
+        block = calls[start:start + 12]
+        assert {(d.layout, d.scale_factor == 1.0) for d in block} == {(lay, dflt) for lay in LAYOUTS for dflt in (True, False)}
+        assert sum(d.layout == "dense" for d in block) == 6  # the timed layout (CallDrawer.timed_layout)
 
 
 def test_repeats_beyond_min_samples_are_still_scheduled() -> None:

@@ -54,16 +54,65 @@ def test_honest_kernel_is_timed_with_one_transfer_per_sample(monkeypatch) -> Non
     real_item = torch.Tensor.item
     monkeypatch.setattr(torch.Tensor, "item", lambda self: item_calls.append(1) or real_item(self))
     runner, (cand, orig, anchors, escaped) = _time(honest)
-    assert cand.samples == orig.samples == 6 and anchors == {} and escaped is None
-    assert runner.cand.calls == runner.orig.calls == 6
+    assert runner.cand.calls == runner.orig.calls == 6 and anchors == {} and escaped is None
+    dense = sum(_is_dense(p) for p in runner.cand.seen)
+    assert cand.samples == orig.samples == (dense if dense >= 3 else 6)  # the medians are over the dense calls
     assert len(transfers) == 6 and not item_calls  # one transfer per sample, nothing else reads back
     assert transfers[0] == 14 + 4 * 3 + 2 + 2  # 14 fields; guards: q, k, v, o (before, after, outside the view), lse, ws
 
 
+def _is_dense(p) -> bool:
+    """The call's layout was dense: q, k, v and o with head stride head_dim (harness.buffers' padded layouts
+    add 8)."""
+    return all(getattr(p, f"{t}_head_stride") == p.head_dim for t in ("q", "k", "v", "o"))
+
+
+def test_times_are_taken_over_the_dense_calls_only() -> None:
+    """Half of all calls draw the dense layout (harness.draws.DENSE_WEIGHT); the medians are over those,
+    the padded calls being there for the checks: a kernel that is 20 ms slower on padded layouts is timed at
+    its dense speed, and the loop goes on until min_samples // 2 (at least 3) dense calls were timed."""
+
+    def slow_when_padded(t) -> None:
+        if not _is_dense(t.params):
+            time.sleep(0.02)
+        honest(t)
+
+    runner, (cand, orig, _anchors, _escaped) = _time(slow_when_padded, min_samples=8, max_samples=40)
+    dense = [p for p in runner.cand.seen if _is_dense(p)]
+    assert len(dense) >= 4 and len(dense) < runner.cand.calls  # padded calls were made, and timed calls went on
+    assert cand.layout == orig.layout == "dense" and cand.samples == len(dense)
+    assert cand.median_ms < 15 and cand.median_ms < 5 * orig.median_ms + 5  # not the padded calls' 20 ms
+
+
+def test_a_declared_layout_times_every_call() -> None:
+    """A scenario whose suite declares a layout draws no layouts: every timed call counts (layout None)."""
+    drawer = CallDrawer(SC, 3, draws=2, repeats=0, min_samples=3, layouts=("declared",))
+    assert drawer.timed_layout is None
+    assert {drawer.timed(n).layout for n in range(12)} == {"declared"}
+
+
+def test_the_deck_is_half_dense_and_covers_every_pair_in_twelve_calls() -> None:
+    drawer = CallDrawer(SC, 5, draws=2, repeats=0, min_samples=3)
+    draws = [drawer.timed(n) for n in range(24)]
+    for block in (draws[:12], draws[12:]):
+        assert sum(d.layout == "dense" for d in block) == 6
+        assert {(d.layout, d.scale_factor == 1.0) for d in block} == {(lay, dflt) for lay in LAYOUTS for dflt in (True, False)}
+
+
+def _third_dense_call(runner) -> int:
+    """1-based index of the third dense call (the loop's other floor: MIN_TIMED_LAYOUT_SAMPLES)."""
+    idx = [i for i, p in enumerate(runner.cand.seen) if _is_dense(p)]
+    return idx[2] + 1 if len(idx) >= 3 else len(runner.cand.seen)
+
+
 @pytest.mark.parametrize(("budget_ms", "expected"), [(1e-6, 3), (1e9, 6)])
 def test_budget_is_the_loops_wall_time_between_min_and_max_samples(budget_ms, expected) -> None:
-    _, (cand, orig, _, _) = _time(honest, budget_ms=budget_ms)
-    assert cand.samples == orig.samples == expected
+    """min_samples 3, max_samples 6: a spent budget stops the loop at 3 calls (or at the third dense call,
+    the fewest a dense median is over), an open one at 6."""
+    runner, (cand, orig, _, _) = _time(honest, budget_ms=budget_ms)
+    calls = runner.cand.calls
+    assert calls == (min(6, max(expected, _third_dense_call(runner))) if budget_ms < 1 else expected)
+    assert cand.samples == orig.samples == sum(_is_dense(p) for p in runner.cand.seen)
 
 
 def test_budget_counts_harness_overhead_not_only_the_timed_calls(monkeypatch) -> None:
@@ -71,7 +120,8 @@ def test_budget_counts_harness_overhead_not_only_the_timed_calls(monkeypatch) ->
     real_fill = Buffers.fill_inputs
     monkeypatch.setattr(Buffers, "fill_inputs", lambda self, gen, kind: (time.sleep(0.01), real_fill(self, gen, kind))[1])
     runner, (cand, _, _, _) = _time(honest, min_samples=2, max_samples=40, budget_ms=30.0)
-    assert 2 <= cand.samples <= 4 and runner.cand.calls == cand.samples
+    assert 2 <= runner.cand.calls <= max(4, _third_dense_call(runner))
+    assert cand.samples == sum(_is_dense(p) for p in runner.cand.seen)
 
 
 def _modifies_inputs(p: Any) -> None:
