@@ -59,7 +59,8 @@ def test_verify_times_fa3(tmp_path) -> None:  # type: ignore[no-untyped-def]
     for r in v.scenarios:
         if dims[r.id] in (64, 96, 128, 192, 256):
             t = r.anchors.get("fa3")
-            assert t is not None and t.median_ms > 0 and t.samples >= 5, r.id
+            # the medians are over the dense calls (harness.draws: half of the deck), at least 3 of them
+            assert t is not None and t.median_ms > 0 and t.samples >= 3 and t.layout == "dense", r.id
             assert r.vs_anchor["fa3"] > 0, r.id
     assert v.geomean_vs_anchor["fa3"] > 0
     assert set(v.geomean_vs_anchor_by_group["fa3"]) == {r.group for r in v.scenarios}
