@@ -392,8 +392,10 @@ class Runner:
         against the original's (whole) and the fp32 reference (sampled rows); a repeat must reproduce draw
         0's bits. A sample's checks run on the device and come back in one transfer
         (harness.checks.timed_sample_values), judged in the order of harness.checks.judge_timed_sample.
-        Sampling stops at ``max_samples``, or once ``min_samples`` (and every scheduled repeat) are taken
-        and the loop's host wall time exceeds ``budget_ms``."""
+        Sampling stops at ``max_samples`` (raised to reach every scheduled repeat and 3 fresh dense calls), or once
+        ``min_samples``, every scheduled repeat and max(3, min_samples / 2) fresh dense calls are taken and the
+        loop's host wall time exceeds ``budget_ms``. The times, and the stream_timing check, are over the fresh
+        dense calls (:func:`timed_selection`): never a repeat, whose values a cache can replay."""
         from harness.checks import (
             bits_equal_t,
             judge_timed_sample,
@@ -413,8 +415,9 @@ class Runner:
         t_a: dict[str, list[float]] = {k: [] for k in job.anchors}
         lay: list[str] = []  # each sample's layout, and each anchor time's
         lay_a: dict[str, list[str]] = {k: [] for k in job.anchors}
-        keep = drawer.timed_layout  # the layout the statistics are over (None: all samples)
-        min_keep = max(MIN_TIMED_LAYOUT_SAMPLES, job.min_samples // 2)
+        keep = drawer.timed_layout  # the layout the statistics are over (None: every layout)
+        fresh: list[bool] = []  # not a determinism repeat (repeats replay draw 0: checked, never timed)
+        min_keep = max(MIN_TIMED_LAYOUT_SAMPLES, job.min_samples // 2) if keep else MIN_TIMED_LAYOUT_SAMPLES
         tail = job.stream_escape_check == "tail"
         tl_c: list[float] = []
         tl_o: list[float] = []
@@ -422,9 +425,10 @@ class Runner:
         gpu_ms = 0.0
         n = 0
         t_loop = time.perf_counter()
-        while n < max(job.max_samples, drawer.samples_needed) and (n < job.min_samples or drawer.pending_repeats(n)
-                                       or (keep is not None and lay.count(keep) < min_keep)
-                                       or (time.perf_counter() - t_loop) * 1e3 < job.budget_ms):
+        cap = max(job.max_samples, drawer.samples_needed)  # past it only for the first 3 fresh calls counted
+        while (n < cap and (n < job.min_samples or drawer.pending_repeats(n) or _counted(lay, fresh, keep) < min_keep
+                            or (time.perf_counter() - t_loop) * 1e3 < job.budget_ms)
+               or _counted(lay, fresh, keep) < MIN_TIMED_LAYOUT_SAMPLES):  # ends: 6 dense cards in any 12
             draw = drawer.timed(n)
             values = None
             expect = None
@@ -438,7 +442,7 @@ class Runner:
                 fn = anchors.runner(name, bufs_o, draw.layout)
                 if fn is not None:
                     times.append(self.dev.timed(fn, cover)[0])
-                    lay_a[name].append(draw.layout)
+                    lay_a[name].append(draw.layout if draw.repeat is None else "repeat")
                     gpu_ms += times[-1]
             rows = sample_rows(sc.batch, sc.num_heads_q, sc.seqlen_q, ROW_PAIRS, ROWS_PER_PAIR, gen, self.device)
             t_ref = time.perf_counter()
@@ -458,7 +462,7 @@ class Runner:
             if bad:
                 raise Fail(*bad)
             t_c.append(rc.event_ms), t_o.append(ro.event_ms), w_c.append(rc.wall_ms), w_o.append(ro.wall_ms)
-            lay.append(draw.layout)
+            lay.append(draw.layout), fresh.append(draw.repeat is None)
             tl_c.append(rc.tail_ms or 0.0), tl_o.append(ro.tail_ms or 0.0)
             if log is not None:
                 log.append({"n": n, "process": draw.process if self.cand_b is not None else 0, "orig_first": orig_first,
@@ -469,29 +473,45 @@ class Runner:
             self.phases.timed_gpu_s = round(gpu_ms / 1e3, 4)
             n += 1
         mode = job.stream_escape_check
-        t_c, escaped = judge_escape(mode, t_c, t_o, w_c, w_o, tl_c if tail else None, tl_o if tail else None)
+        sel, label = timed_selection(lay, fresh, keep)  # the escape check judges the calls the times are over
+
+        def pick(xs: list[float]) -> list[float]:
+            return [xs[i] for i in sel]
+        t_c, escaped = judge_escape(mode, pick(t_c), pick(t_o), pick(w_c), pick(w_o), pick(tl_c) if tail else None,
+                                    pick(tl_o) if tail else None)
         if log is not None:
             append_timing_log(job.diag_timing_log, {"id": sc.id, "escape_check": mode, "order": job.diag_order,
                                                     "split": self.cand_b is not None, "escaped": escaped,
                                                     "samples": log})
-        anchor_stats: dict[str, TimingStats | None] = {k: (_stats(t_a[k], lay_a[k], keep) if t_a[k] else None)
-                                                       for k in t_a}
-        return _stats(t_c, lay, keep), _stats(t_o, lay, keep), anchor_stats, escaped
+        anchor_stats: dict[str, TimingStats | None] = {}
+        for k, times in t_a.items():  # an anchor time's layout is "repeat" on a repeat
+            a_sel, a_label = timed_selection(lay_a[k], [x != "repeat" for x in lay_a[k]], keep)
+            anchor_stats[k] = _stats([times[i] for i in a_sel], a_label) if times else None
+        return _stats(t_c, label), _stats(pick(t_o), label), anchor_stats, escaped
 
 
-#: Fewest samples of the timed layout a median is taken over; with fewer, every sample counts.
+#: Fewest samples of the timed layout a median is taken over; with fewer, every fresh sample counts.
 MIN_TIMED_LAYOUT_SAMPLES = 3
 
 
-def _stats(times: list[float], layouts: list[str] | None = None, keep: str | None = None) -> TimingStats:
-    """Median and IQR of ``times`` (ms), over the samples whose layout is ``keep`` when there are at least
-    :data:`MIN_TIMED_LAYOUT_SAMPLES` of them (the dense layout: the padded ones drawn for the checks do not
-    count in a time), else over all (``layout`` None then)."""
-    label = None
-    if keep is not None and layouts is not None:
-        sel = [t for t, lay in zip(times, layouts, strict=True) if lay == keep]
-        if len(sel) >= MIN_TIMED_LAYOUT_SAMPLES:
-            times, label = sel, keep
+def timed_selection(layouts: list[str], fresh: list[bool], keep: str | None) -> tuple[list[int], str | None]:
+    """Indices of the samples a time (and the stream_timing check) is over, and their layout label: the
+    fresh samples (no determinism repeat: a repeat replays draw 0's values, which a cache can replay without
+    the work) whose layout is ``keep`` (every layout when None) when there are at least
+    :data:`MIN_TIMED_LAYOUT_SAMPLES` of them; else every fresh sample (label None); else every sample."""
+    sel = [i for i, (lay, f) in enumerate(zip(layouts, fresh, strict=True)) if f and (keep is None or lay == keep)]
+    if len(sel) >= MIN_TIMED_LAYOUT_SAMPLES:
+        return sel, keep
+    return [i for i, f in enumerate(fresh) if f] or list(range(len(layouts))), None
+
+
+def _counted(layouts: list[str], fresh: list[bool], keep: str | None) -> int:
+    """Fresh samples of layout ``keep`` (any when None): what the timing loop's floor counts."""
+    return sum(f and (keep is None or lay == keep) for lay, f in zip(layouts, fresh, strict=True))
+
+
+def _stats(times: list[float], label: str | None = None) -> TimingStats:
+    """Median and IQR of ``times`` (ms; the samples :func:`timed_selection` chose), ``label`` their layout."""
     qs = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
     return TimingStats(median_ms=statistics.median(times), iqr_ms=qs[2] - qs[0], samples=len(times), layout=label)
 

@@ -109,10 +109,11 @@ def test_the_order_and_the_tail_reach_the_timed_calls_and_the_log(tmp_path: Path
                          diag_order=order, diag_timing_log=str(log))
     res = runner.run(SC, 0)
     assert res.correct, res.message
-    assert len(cand.timed) == len(orig.timed) == 4 and all(t for _, t in cand.timed + orig.timed)
+    n = len(cand.timed)  # 4, or more until 3 fresh dense calls were timed
+    assert n == len(orig.timed) >= 4 and all(t for _, t in cand.timed + orig.timed)
     orig_first = [o[0] < c[0] for c, o in zip(cand.timed, orig.timed, strict=True)]
-    assert orig_first == {"candidate_first": [False] * 4, "original_first": [True] * 4,
-                          "alternate": [False, True, False, True]}[order]
+    assert orig_first == {"candidate_first": [False] * n, "original_first": [True] * n,
+                          "alternate": [i % 2 == 1 for i in range(n)]}[order]
     (rec,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert rec["id"] == SC.id and rec["order"] == order and rec["escape_check"] == "tail" and rec["escaped"] is None
     assert [s["orig_first"] for s in rec["samples"]] == orig_first

@@ -198,7 +198,8 @@ def test_the_device_tail_is_asked_of_the_launchers_and_logged(built: Path, tmp_p
     res, _ = _verify(built, samples=4, stream_escape_check="tail", diag_order="alternate", diag_timing_log=str(log))
     assert res.correct, res.message
     (rec,) = [json.loads(line) for line in log.read_text().splitlines()]
-    assert rec["split"] is True and [s["orig_first"] for s in rec["samples"]] == [False, True, False, True]
+    order = [s["orig_first"] for s in rec["samples"]]  # 4 samples, or more until 3 fresh dense calls
+    assert rec["split"] is True and len(order) >= 4 and order == [i % 2 == 1 for i in range(len(order))]
     assert all(s["tail_c"] == 0.0 and s["tail_o"] == 0.0 for s in rec["samples"])
     assert {s["process"] for s in rec["samples"] if s["repeat"]} == {1}  # repeats in the second launcher
     lib, sha = hostkernels.build(built)
