@@ -72,16 +72,22 @@ def test_times_are_taken_over_the_dense_calls_only() -> None:
     the padded calls being there for the checks: a kernel that is 20 ms slower on padded layouts is timed at
     its dense speed, and the loop goes on until min_samples // 2 (at least 3) dense calls were timed."""
 
+    padded_ms: list[float] = []
+
     def slow_when_padded(t) -> None:
+        t0 = time.perf_counter()
         if not _is_dense(t.params):
             time.sleep(0.02)
-        honest(t)
+            honest(t)
+            padded_ms.append((time.perf_counter() - t0) * 1e3)
+        else:
+            honest(t)
 
     runner, (cand, orig, _anchors, _escaped) = _time(slow_when_padded, min_samples=8, max_samples=40)
     dense = [p for p in runner.cand.seen if _is_dense(p)]
-    assert len(dense) >= 4 and len(dense) < runner.cand.calls  # padded calls were made, and timed calls went on
+    assert len(dense) >= 4 and padded_ms  # padded calls were made, and the loop took the dense ones it needs
     assert cand.layout == orig.layout == "dense" and cand.samples == len(dense)
-    assert cand.median_ms < 15 and cand.median_ms < 5 * orig.median_ms + 5  # not the padded calls' 20 ms
+    assert cand.median_ms < min(padded_ms)  # the median is a dense call's time, whatever the machine's load
 
 
 def test_a_declared_layout_times_every_call() -> None:
