@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import ValidationError
 
@@ -178,3 +179,18 @@ def tool_edge(name: str, sink: Callable[[], EventSink | None]) -> Callable[[Call
         return wrapper
 
     return decorate
+
+
+def progress_sink(ctx: Context | None) -> Callable[[float, float | None, str], Awaitable[None]] | None:
+    """The tool call's MCP progress notifications as an async ``send(progress, total, message)`` (None
+    without a context). A notification that cannot be sent is logged at debug and never fails the call."""
+    if ctx is None:
+        return None
+
+    async def send(progress: float, total: float | None, message: str) -> None:
+        try:
+            await ctx.report_progress(progress, total, message)
+        except Exception as exc:  # noqa: BLE001 - a lost notification must not fail the call
+            log.debug("progress_not_sent", error=str(exc))
+
+    return send

@@ -32,7 +32,7 @@ from harness.config import Settings
 from harness.errors import InputError
 from harness.logging import get_logger
 from harness.scenarios import suite_choices_text
-from mcp_server.edge import format_error, plain_argument_errors, plain_prompt_errors, tool_edge
+from mcp_server.edge import format_error, plain_argument_errors, plain_prompt_errors, progress_sink, tool_edge
 from mcp_server.jobs import Job, Limits
 from mcp_server.models import CancelResult, JobStatus, TaskInfo
 from mcp_server.state import ServerState, need
@@ -147,19 +147,6 @@ def _answer(job: Job, finished: bool, detail: Detail = "auto") -> JobStatus:
     return status
 
 
-def _progress_sink(ctx: Context | None):  # type: ignore[no-untyped-def]
-    if ctx is None:
-        return None
-
-    async def send(progress: float, total: float | None, message: str) -> None:
-        try:
-            await ctx.report_progress(progress, total, message)
-        except Exception as exc:  # noqa: BLE001 - a lost notification must not fail the call
-            log.debug("progress_not_sent", error=str(exc))
-
-    return send
-
-
 async def _compile_bounded(state: ServerState, ctx: Context | None, full: Path) -> Any:
     """compile_kernel in a worker thread, waiting at most ``Limits.inline_s`` with heartbeats.
 
@@ -188,7 +175,7 @@ async def _compile_bounded(state: ServerState, ctx: Context | None, full: Path) 
 
             threading.Thread(target=work, name="attnq-compile", daemon=True).start()
     limits = state.jobs.limits
-    send = _progress_sink(ctx)
+    send = progress_sink(ctx)
     started = time.monotonic()
     beats = 0
     while not entry["done"].is_set():
@@ -278,7 +265,7 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
             return record_attempt(state, rel, source_text, verdict, error)
 
         job = state.jobs.start(rel, Path(suite_name).stem, runner, on_finish)
-        finished = await state.jobs.wait(job, state.jobs.limits.inline_s, _progress_sink(ctx), cancel_on_abort=True)
+        finished = await state.jobs.wait(job, state.jobs.limits.inline_s, progress_sink(ctx), cancel_on_abort=True)
         return _answer(job, finished, detail)
 
     @server.tool(annotations=READ_ONLY)
@@ -300,7 +287,7 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
             known = ", ".join(j.job_id for j in state.jobs.jobs()[-5:]) or "none"
             raise InputError(f"no verification job {job_id!r} in this server (recent: {known}); jobs do not "
                              "survive a server restart: run verify_kernel again")
-        finished = await state.jobs.wait(job, min(wait_s, state.jobs.limits.inline_s), _progress_sink(ctx),
+        finished = await state.jobs.wait(job, min(wait_s, state.jobs.limits.inline_s), progress_sink(ctx),
                                          cancel_on_abort=False)
         return _answer(job, finished, detail)
 

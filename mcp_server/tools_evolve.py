@@ -37,6 +37,7 @@ from evolve.pool import LocalPool
 from evolve.report import RunStatus, build_report, render_report, run_status
 from harness.errors import AttnqError, InputError
 from harness.logging import get_logger
+from mcp_server.edge import progress_sink
 from mcp_server.state import ServerState
 
 log = get_logger("attnq.mcp.evolve")
@@ -319,7 +320,7 @@ def register_evolve_tools(server: MCPServer, state: ServerState, *, edge: Callab
         out = await anyio.to_thread.run_sync(_next, ev, search)
         if out.state == "evaluating_seed" and out.job_id:
             job = ev.jobs[(search.run_id, "seed")]
-            await state.jobs.wait(job, state.jobs.limits.inline_s, _sink(ctx), cancel_on_abort=False)  # type: ignore[arg-type]
+            await state.jobs.wait(job, state.jobs.limits.inline_s, progress_sink(ctx), cancel_on_abort=False)  # type: ignore[arg-type]
             if job.finished:
                 if job.exc is not None:
                     ev.jobs.pop((search.run_id, "seed"), None)  # the next call tries again
@@ -352,7 +353,7 @@ def register_evolve_tools(server: MCPServer, state: ServerState, *, edge: Callab
             if prog.status != "pending":
                 return await anyio.to_thread.run_sync(_answer, ev, search, ticket_id, prog, None)
             job = ev.start_job(search, str(ticket_id), prog)
-        await state.jobs.wait(job, state.jobs.limits.inline_s, _sink(ctx), cancel_on_abort=False)  # type: ignore[arg-type]
+        await state.jobs.wait(job, state.jobs.limits.inline_s, progress_sink(ctx), cancel_on_abort=False)  # type: ignore[arg-type]
         if job.finished and job.exc is not None:  # e.g. no GPU: the child stays pending, a new submit retries
             ev.jobs.pop((search.run_id, str(ticket_id)), None)
             raise job.exc
@@ -395,16 +396,3 @@ def _read_child(state: ServerState, ticket: Any) -> str:
     if len(data) > MAX_CHILD_BYTES:
         raise InputError(f"{state.rel(path)} is larger than 1 MiB")
     return data.decode("utf-8", errors="replace")
-
-
-def _sink(ctx: Context | None) -> Any:
-    if ctx is None:
-        return None
-
-    async def send(progress: float, total: float | None, message: str) -> None:
-        try:
-            await ctx.report_progress(progress, total, message)
-        except Exception as exc:  # noqa: BLE001 - a lost notification must not fail the call
-            log.debug("progress_not_sent", error=str(exc))
-
-    return send
