@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -36,6 +35,7 @@ from evolve.brief import MutationBrief
 from evolve.config import KnobSpec
 from evolve.dedup import norm_sha256
 from harness.errors import InputError
+from harness.procs import communicate_or_kill
 
 _DEFINE = re.compile(r"^(?P<pre>[ \t]*#[ \t]*define[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+\(?)(?P<val>\d+)"
                      r"(?P<post>\)?[ \t]*(?://[^\n]*|/\*[^\n]*)?)$", re.MULTILINE)
@@ -177,14 +177,8 @@ class CommandMutator:
                                     stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
         except OSError as exc:
             return MutationOutcome(ticket_id=brief.ticket_id, error=f"cannot start the mutator: {exc}")
-        try:
-            out, err = proc.communicate(brief.text, timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:  # pragma: no cover - already gone
-                pass
-            proc.communicate()
+        out, err, timed_out = communicate_or_kill(proc, self.timeout_s, brief.text)
+        if timed_out:
             return MutationOutcome(ticket_id=brief.ticket_id, error=f"the mutator timed out after {self.timeout_s:g} s",
                                    duration_s=round(time.monotonic() - t0, 3))
         dur = round(time.monotonic() - t0, 3)

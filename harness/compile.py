@@ -19,7 +19,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -47,6 +46,7 @@ from harness.policy import (
     scan_preprocessed,
     scan_source_includes,
 )
+from harness.procs import communicate_or_kill
 from harness.sass import SassMix, demangle, parse_ptxas, sass_mixes
 
 __all__ = [
@@ -403,14 +403,8 @@ def _run_nvcc(argv: list[str], timeout_s: float, cwd: Path) -> subprocess.Comple
                                 errors="replace", cwd=cwd, start_new_session=True)
     except OSError as exc:
         raise ToolchainError(f"cannot run nvcc ({argv[0]}): {exc}") from None
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:  # pragma: no cover - already gone
-            pass
-        proc.communicate()
+    out, err, timed_out = communicate_or_kill(proc, timeout_s)
+    if timed_out:
         raise CompileError(f"nvcc timed out after {timeout_s:g} s; simplify the file (heavy template "
                            "instantiation or unrolling?)", details={"diagnostics": [], "timeout_s": timeout_s}) from None
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from harness import REPO_ROOT, child_pythonpath
 from harness.errors import ToolchainError
+from harness.procs import communicate_or_kill
 from harness.scenarios import Scenario
 from harness.verdict import SanitizerReport
 
@@ -201,14 +202,7 @@ def run_sanitizer(tool: str, job: SanitizeJob, work_dir: Path, *, timeout_s: flo
         left = timeout_s - (time.monotonic() - t0)
         proc = subprocess.Popen(command(exe, tool, job_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=env, cwd=str(REPO_ROOT), start_new_session=True)
-        timed_out = False
-        try:
-            text, _ = proc.communicate(timeout=max(left, 1.0))
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)  # the tool and the Python process it started
-            text, _ = proc.communicate()
-            timed_out = True
+        text, _, timed_out = communicate_or_kill(proc, max(left, 1.0))  # the tool and the Python it started
         with (work_dir / "sanitize.log").open("a") as fh:
             fh.write(text)
         return text, timed_out

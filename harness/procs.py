@@ -1,0 +1,26 @@
+"""Child processes with a time limit: one rule for nvcc (harness/compile.py), compute-sanitizer
+(harness/sanitize.py) and an evolve mutator command (evolve/mutators.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+
+def communicate_or_kill(proc: subprocess.Popen, timeout_s: float, input: str | None = None) -> tuple[str, str, bool]:
+    """``proc.communicate(input)`` within ``timeout_s`` seconds. On timeout the process's group is killed
+    (SIGKILL: the child and whatever it started; ``proc`` must have been started with
+    ``start_new_session=True``) and what it wrote is still collected. Returns ``(stdout, stderr,
+    timed_out)``; a stream that was not piped comes back as ``""``."""
+    try:
+        out, err = proc.communicate(input, timeout=timeout_s)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:  # pragma: no cover - already gone
+            pass
+        out, err = proc.communicate()
+        timed_out = True
+    return out or "", err or "", timed_out
