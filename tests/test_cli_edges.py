@@ -18,9 +18,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-import anyio
 import pytest
-from mcp.client import Client
 
 from attnq.cli import main
 from harness import ORIGINAL_KERNEL
@@ -28,9 +26,8 @@ from harness.config import Settings
 from harness.scenarios import load_suite
 from harness.store import CampaignStore
 from harness.verdict import Verdict
-from mcp_server.server import build_server
 from questions.text import MAX_CLAIM_CHARS
-from tests.mcp_support import make_workspace
+from tests.mcp_support import call_tools, make_workspace
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "campaigns"
@@ -72,19 +69,6 @@ def refused(r: subprocess.CompletedProcess[str]) -> str:
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr and r.stderr.strip(), r.stderr
     return r.stderr.strip()
-
-
-def call_tools(ws: Path, calls: list[tuple[str, dict]]) -> list:  # type: ignore[type-arg]
-    server = build_server(Settings(workspace=ws))
-
-    async def main() -> list:  # type: ignore[type-arg]
-        async with Client(server) as client:
-            return [await client.call_tool(name, args) for name, args in calls]
-
-    try:
-        return anyio.run(main)
-    finally:
-        server.attnq_state.close()  # type: ignore[attr-defined]
 
 
 # -- one output form -------------------------------------------------------------------------------------------

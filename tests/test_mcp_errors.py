@@ -9,29 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import anyio
-from mcp.client import Client
-
 from harness import ORIGINAL_KERNEL
-from harness.config import Settings
-from mcp_server.server import build_server
 from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS
+from tests.mcp_support import call_tools
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def call_tools(ws: Path, calls: list[tuple[str, dict]]) -> list:  # type: ignore[type-arg]
-    """Call each (tool, arguments) in one in-process client session; the results in order."""
-    server = build_server(Settings(workspace=ws))
-
-    async def main() -> list:  # type: ignore[type-arg]
-        async with Client(server) as client:
-            return [await client.call_tool(name, args) for name, args in calls]
-
-    try:
-        return anyio.run(main)
-    finally:
-        server.attnq_state.close()  # type: ignore[attr-defined]
 
 
 def plain(result) -> str:  # type: ignore[no-untyped-def]

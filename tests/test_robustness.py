@@ -26,7 +26,7 @@ from harness.errors import CompileError, InputError
 from mcp_server.edge import tool_edge
 from mcp_server.jobs import JobManager, Limits
 from mcp_server.server import build_server
-from tests.mcp_support import make_workspace
+from tests.mcp_support import call_tools, make_workspace
 
 REPO = Path(__file__).resolve().parent.parent
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -40,19 +40,6 @@ def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
     base["PYTHONPATH"] = str(REPO)
     return subprocess.run([sys.executable, "-m", "attnq", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=300, check=False, env={**base, **(env or {})})
-
-
-def call_tools(ws: Path, calls: list[tuple[str, dict]]) -> list:  # type: ignore[type-arg]
-    server = build_server(Settings(workspace=ws))
-
-    async def main() -> list:  # type: ignore[type-arg]
-        async with Client(server) as client:
-            return [await client.call_tool(name, args) for name, args in calls]
-
-    try:
-        return anyio.run(main)
-    finally:
-        server.attnq_state.close()  # type: ignore[attr-defined]
 
 
 def error_text(result) -> str:  # type: ignore[no-untyped-def]
