@@ -499,15 +499,20 @@ def timed_selection(layouts: list[str], fresh: list[bool], keep: str | None) -> 
     fresh samples (no determinism repeat: a repeat replays draw 0's values, which a cache can replay without
     the work) whose layout is ``keep`` (every layout when None) when there are at least
     :data:`MIN_TIMED_LAYOUT_SAMPLES` of them; else every fresh sample (label None); else every sample."""
-    sel = [i for i, (lay, f) in enumerate(zip(layouts, fresh, strict=True)) if f and (keep is None or lay == keep)]
+    sel = [i for i, (lay, f) in enumerate(zip(layouts, fresh, strict=True)) if _counts(lay, f, keep)]
     if len(sel) >= MIN_TIMED_LAYOUT_SAMPLES:
         return sel, keep
     return [i for i, f in enumerate(fresh) if f] or list(range(len(layouts))), None
 
 
+def _counts(layout: str, fresh: bool, keep: str | None) -> bool:
+    """A sample counts in a time: fresh (no repeat) and of layout ``keep`` (any when None)."""
+    return fresh and (keep is None or layout == keep)
+
+
 def _counted(layouts: list[str], fresh: list[bool], keep: str | None) -> int:
-    """Fresh samples of layout ``keep`` (any when None): what the timing loop's floor counts."""
-    return sum(f and (keep is None or lay == keep) for lay, f in zip(layouts, fresh, strict=True))
+    """Samples that count (:func:`_counts`): what the timing loop's floor counts."""
+    return sum(_counts(lay, f, keep) for lay, f in zip(layouts, fresh, strict=True))
 
 
 def _stats(times: list[float], label: str | None = None) -> TimingStats:
