@@ -1439,7 +1439,13 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
                            // (1: every head_dim; 2: only where ptxas needs no spill)
 #endif
 #ifndef ATTN_WS_DESC_INC
-#define ATTN_WS_DESC_INC 0  // v12 candidate: wgmma descriptors built once and advanced by constants (not yet GPU-run)
+#define ATTN_WS_DESC_INC 1  // v12: wgmma descriptors built once and advanced by constants (run 22: +2.2% grid)
+#endif
+#ifndef ATTN_WS_TWHINT
+#define ATTN_WS_TWHINT 0  // v13 candidate: suspend-time hint (ns) of the mbarrier waits (0: none)
+#endif
+#ifndef ATTN_WS_ILP
+#define ATTN_WS_ILP 0  // v13 candidate: row max and row sum over two independent chains each (shorter latency)
 #endif
 #ifndef ATTN_WS_RMID
 #define ATTN_WS_RMID 0  // v11 candidate: rescale O between the S issue and the PV issue (FA3's order), not after the PV
@@ -1458,7 +1464,23 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 // Waits until the phase of parity `parity` of the barrier has completed.
+// ATTN_WS_TWHINT > 0 passes it as try_wait's suspendTimeHint (ns, PTX ISA "mbarrier.test_wait/try_wait"): the
+// thread sleeps in hardware until the phase completes or the hint runs out, instead of spinning through the
+// loop after the system-dependent default time limit (each spin is issued instructions on the SMSP).
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if ATTN_WS_TWHINT > 0
+    asm volatile(
+        "{\n"
+        ".reg .pred P1;\n"
+        "WS_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1, %2;\n"
+        "@P1 bra WS_DONE;\n"
+        "bra WS_WAIT;\n"
+        "WS_DONE:\n"
+        "}\n" ::"r"(bar),
+        "r"(parity), "n"(ATTN_WS_TWHINT)
+        : "memory");
+#else
     asm volatile(
         "{\n"
         ".reg .pred P1;\n"
@@ -1470,6 +1492,7 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         "}\n" ::"r"(bar),
         "r"(parity)
         : "memory");
+#endif
 }
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1, int c2,
                                             int c3) {
@@ -1777,10 +1800,25 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                     }
             }
             float mx[2] = {m_r[0], m_r[1]};
+            if (ATTN_WS_ILP) {  // two chains per row: half the dependent FMNMX latency
+                float mb[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int c = 0; c < NC; ++c) {
-                mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
-                mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
+                for (int c = 0; c < NC; c += 2) {
+                    mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
+                    mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
+                    if (c + 1 < NC) {
+                        mb[0] = fmaxf(mb[0], fmaxf(s[4 * c + 4], s[4 * c + 5]));
+                        mb[1] = fmaxf(mb[1], fmaxf(s[4 * c + 6], s[4 * c + 7]));
+                    }
+                }
+                mx[0] = fmaxf(mx[0], mb[0]);
+                mx[1] = fmaxf(mx[1], mb[1]);
+            } else {
+#pragma unroll
+                for (int c = 0; c < NC; ++c) {
+                    mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
+                    mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
+                }
             }
             float ms[2];
 #pragma unroll
@@ -1790,18 +1828,19 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 alpha[i] = mx[i] == m_r[i] ? 1.f : fast_exp2(m_r[i] * sl2 - ms[i]);
                 m_r[i] = mx[i];
             }
-            float sum[2] = {0.f, 0.f};
+            float sum[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // [row][chain]; one chain unless ATTN_WS_ILP
 #pragma unroll
             for (int c = 0; c < NC; ++c) {
+                const int k = ATTN_WS_ILP ? (c & 1) : 0;
                 s[4 * c] = fast_exp2(s[4 * c] * sl2 - ms[0]);
                 s[4 * c + 1] = fast_exp2(s[4 * c + 1] * sl2 - ms[0]);
                 s[4 * c + 2] = fast_exp2(s[4 * c + 2] * sl2 - ms[1]);
                 s[4 * c + 3] = fast_exp2(s[4 * c + 3] * sl2 - ms[1]);
-                sum[0] += s[4 * c] + s[4 * c + 1];
-                sum[1] += s[4 * c + 2] + s[4 * c + 3];
+                sum[0][k] += s[4 * c] + s[4 * c + 1];
+                sum[1][k] += s[4 * c + 2] + s[4 * c + 3];
             }
-            l_r[0] = l_r[0] * alpha[0] + sum[0];
-            l_r[1] = l_r[1] * alpha[1] + sum[1];
+            l_r[0] = l_r[0] * alpha[0] + (sum[0][0] + sum[0][1]);
+            l_r[1] = l_r[1] * alpha[1] + (sum[1][0] + sum[1][1]);
         };
         // Masks tile j of s (where it reaches past the last key or the causal limit), updates the running
         // max / sum, leaves exp2 values in s; alpha per row.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The A/A timing probe (run 20's bug: A/A on `bugs` at 0.484x): runs on the GPU box from the repository root,
 #   bash scripts/aa_probe.sh            (logs under $OUT/aa_probe, summary in $OUT/aa_probe/summary.txt; ~4 min)
+#   AA_RUNS="tail escape" bash scripts/aa_probe.sh     only those runs (default: wall tail alt single escape)
 # Every run is `attnq verify <byte-identical copy of the original> --suite bugs --no-record --json` with the
 # per-sample timing log on (ATTNQ_DIAG_TIMING_LOG: event, wall and device-tail times of both kernels, the
 # candidate's process, which call went first):
@@ -30,14 +31,17 @@ run() {  # run NAME ENV... : one A/A on bugs with the timing log
     python3 -m attnq verify /tmp/aa/attn_original_copy.cu --suite bugs --no-record --json > "$P/$name.json" 2> "$P/$name.err"
   echo "$name: exit $? $(python3 scripts/summarize_verdict.py "$P/$name.json" | cut -c1-160) [$(( $(date +%s) - T0 )) s]" | tee -a "$P/summary.txt"
 }
-run wall ATTNQ_STREAM_ESCAPE_CHECK=wall
-run tail ATTNQ_STREAM_ESCAPE_CHECK=tail
-run alt ATTNQ_STREAM_ESCAPE_CHECK=wall ATTNQ_DIAG_ORDER=alternate
-run single ATTNQ_STREAM_ESCAPE_CHECK=wall ATTNQ_DIAG_SINGLE_CANDIDATE_LAUNCHER=1
-ATTNQ_STREAM_ESCAPE_CHECK=tail ATTNQ_DIAG_TIMING_LOG="$P/escape.jsonl" timeout 120 python3 -m attnq verify \
-  tests/adversarial/stream_per_thread.cu --suite tests/adversarial/suite.toml --scenario adv/b1-s2048-h16-d128-noncausal-bf16 \
-  --no-record --json > "$P/escape.json" 2> "$P/escape.err"
-echo "escape (tail check): exit $? $(python3 scripts/summarize_verdict.py "$P/escape.json" | cut -c1-160) [$(( $(date +%s) - T0 )) s]" | tee -a "$P/summary.txt"
+RUNS=" ${AA_RUNS:-wall tail alt single escape} "
+[[ $RUNS == *" wall "* ]] && run wall ATTNQ_STREAM_ESCAPE_CHECK=wall
+[[ $RUNS == *" tail "* ]] && run tail ATTNQ_STREAM_ESCAPE_CHECK=tail
+[[ $RUNS == *" alt "* ]] && run alt ATTNQ_STREAM_ESCAPE_CHECK=wall ATTNQ_DIAG_ORDER=alternate
+[[ $RUNS == *" single "* ]] && run single ATTNQ_STREAM_ESCAPE_CHECK=wall ATTNQ_DIAG_SINGLE_CANDIDATE_LAUNCHER=1
+if [[ $RUNS == *" escape "* ]]; then
+  ATTNQ_STREAM_ESCAPE_CHECK=tail ATTNQ_DIAG_TIMING_LOG="$P/escape.jsonl" timeout 120 python3 -m attnq verify \
+    tests/adversarial/stream_per_thread.cu --suite tests/adversarial/suite.toml --scenario adv/b1-s2048-h16-d128-noncausal-bf16 \
+    --no-record --json > "$P/escape.json" 2> "$P/escape.err"
+  echo "escape (tail check): exit $? $(python3 scripts/summarize_verdict.py "$P/escape.json" | cut -c1-160) [$(( $(date +%s) - T0 )) s]" | tee -a "$P/summary.txt"
+fi
 python3 - "$P" <<'EOF' | tee -a "$P/summary.txt"
 import json, math, statistics as st, sys
 from pathlib import Path
