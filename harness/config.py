@@ -41,10 +41,11 @@ class Settings(BaseSettings):
                                  "before each timed call) for the candidate and the original too "
                                  "(ATTNQ_HOST_COVER_ALL=1; harness/host_cover.py)")
     stream_escape_check: Literal["wall", "tail"] = Field(
-        default="wall", description="how a timed call's work after its end event is found (harness/timing_escape.py): "
-        "wall = the candidate's host round trip less its event time against the original's (cross-process wake-up "
-        "noise flags tiny kernels: run 20's A/A); tail = the device time from the end event to the launcher's "
-        "synchronize returning (a third event), the wall check kept as a 0.5 ms backstop (ATTNQ_STREAM_ESCAPE_CHECK)")
+        default="tail", description="how a timed call's work after its end event is found (harness/timing_escape.py): "
+        "tail (default since run 23's A/A: 0/85 flagged, 0.999x) = the device time from the end event to the "
+        "launcher's synchronize returning (a third event), the wall check kept as a 0.5 ms backstop; wall = the "
+        "candidate's host round trip less its event time against the original's (cross-process wake-up noise flags "
+        "tiny kernels: run 20's A/A, 41/85 flagged) (ATTNQ_STREAM_ESCAPE_CHECK)")
     diag_order: Literal["candidate_first", "original_first", "alternate"] = Field(
         default="candidate_first", description="diagnostic: which kernel's timed call comes first in each sample "
         "(alternate: the candidate on even samples, the original on odd ones; ATTNQ_DIAG_ORDER)")

@@ -4,14 +4,15 @@ A kernel that launches its work on another stream returns before the work is don
 the call (on the legacy default stream, harness/launcher.py) then miss it. Two ways to see it
 (``Settings.stream_escape_check``):
 
-* ``wall`` (the default until the H200 confirms ``tail``): the candidate's host round trip less its event
+* ``wall`` (the default until run 23): the candidate's host round trip less its event
   time (``overhead``) against the original's, medians over the samples. The round trip crosses two
   processes (checker -> launcher -> checker), so it carries each launcher's wake-up latency: in run 20
   (2026-12-01, A/A on ``bugs``) the candidate's launcher, called first after the checker's long solo phase
   (and, with the second candidate launcher, idle twice as long), woke 50-150 us slower than the
   original's; every scenario whose kernel is under ~0.2 ms was flagged (41/85) and timed by the noisy
   wall clock (A/A geomean 0.484x; 0.995x over the scenarios not flagged).
-* ``tail``: the launcher records a third event after its synchronize returns (all streams of its context
+* ``tail`` (the default since run 23, 2026-12-01: A/A on ``bugs`` 0/85 flagged, 0.999x; the
+  stream-per-thread escape still timed at its full cost): the launcher records a third event after its synchronize returns (all streams of its context
   idle) and reports the device time from the end event to it: GPU timestamps only, taken while the
   launcher's thread spins in the synchronize (no process wake-up in it). A candidate whose tail exceeds
   the original's is timed as event + its tail less the original's median tail. The wall check stays as a

@@ -62,7 +62,7 @@ class WorkerJob(BaseModel):
                                  "and the original's timed calls too (ATTNQ_HOST_COVER_ALL; harness/host_cover.py)")
     repeat_process: bool = Field(default=True, description="run the determinism repeats in a second candidate "
                                  "launcher that never saw draw 0 (harness/draws.py split)")
-    stream_escape_check: Literal["wall", "tail"] = Field(default="wall", description="how work after the end event "
+    stream_escape_check: Literal["wall", "tail"] = Field(default="tail", description="how work after the end event "
                                                          "is found (harness/timing_escape.py; ATTNQ_STREAM_ESCAPE_CHECK)")
     diag_order: Literal["candidate_first", "original_first", "alternate"] = Field(
         default="candidate_first", description="diagnostic: which timed call comes first in a sample (ATTNQ_DIAG_ORDER)")

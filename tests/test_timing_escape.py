@@ -84,12 +84,13 @@ def test_the_settings_are_parsed_and_default_to_todays_behaviour(monkeypatch: py
     base = WorkerJob(candidate_lib="c", original_lib="o", scenarios=[], seed=1)
     job = WorkerJob(candidate_lib="c", original_lib="o", scenarios=[], seed=1, **Settings().timing_fields())
     assert job == base  # nothing set: the job a verification always had
-    monkeypatch.setenv("ATTNQ_STREAM_ESCAPE_CHECK", "tail")
+    assert job.stream_escape_check == "tail"  # the default since run 23's A/A (0/85 flagged)
+    monkeypatch.setenv("ATTNQ_STREAM_ESCAPE_CHECK", "wall")
     monkeypatch.setenv("ATTNQ_DIAG_ORDER", "alternate")
     monkeypatch.setenv("ATTNQ_DIAG_TIMING_LOG", str(tmp_path / "t.jsonl"))
     monkeypatch.setenv("ATTNQ_DIAG_SINGLE_CANDIDATE_LAUNCHER", "1")
     fields = Settings().timing_fields()
-    assert fields == {"host_cover_all": False, "stream_escape_check": "tail", "diag_order": "alternate",
+    assert fields == {"host_cover_all": False, "stream_escape_check": "wall", "diag_order": "alternate",
                       "diag_timing_log": str(tmp_path / "t.jsonl"), "repeat_process": False}
     WorkerJob(candidate_lib="c", original_lib="o", scenarios=[], seed=1, **fields)
     for name, bad in (("ATTNQ_STREAM_ESCAPE_CHECK", "host"), ("ATTNQ_DIAG_ORDER", "random")):
@@ -120,7 +121,11 @@ def test_the_order_and_the_tail_reach_the_timed_calls_and_the_log(tmp_path: Path
     assert all(s["tail_c"] == 0.0 and s["tail_o"] == 0.0 and s["e_c"] > 0 for s in rec["samples"])
 
 
-def test_by_default_no_tail_is_asked() -> None:
+def test_by_default_every_timed_call_is_asked_for_its_tail_and_wall_asks_none() -> None:
+    """The tail check is the default (run 23's A/A: 0/85 flagged); ``wall`` asks no timed call for a tail."""
     cand = PyKernel(honest)
     res = make_runner(cand, min_samples=3, max_samples=3, repeats=1).run(SC, 0)
+    assert res.correct and cand.timed and all(t for _, t in cand.timed)
+    cand = PyKernel(honest)
+    res = make_runner(cand, min_samples=3, max_samples=3, repeats=1, stream_escape_check="wall").run(SC, 0)
     assert res.correct and cand.timed and not any(t for _, t in cand.timed)
