@@ -175,6 +175,9 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _DeviceGuard = getattr(torch.cuda, "_DeviceGuard", torch.cuda.device)
 
 
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+
+
 def _stream(device: int) -> int:
     """The current CUDA stream of ``device`` as an integer handle (what torch launches on, also under capture)."""
     if _raw_stream is not None:
@@ -227,43 +230,66 @@ def _last_dim_contiguous(t: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------------
 
 
-def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
-              sm_margin: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The op on real tensors: validate, allocate o and lse, launch on the current stream (no sync)."""
-    _check_tensors(q, k, v)
-    device = _check_device(q, k, v)
+#: Workspace bytes per launch configuration (attn_fwd_workspace_bytes depends on the shape, dtype, causal and
+#: the SM count only): one ctypes call per new configuration instead of one per call.
+_ws_bytes: dict[tuple, int] = {}
+
+
+def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool, sm_margin: int,
+            device: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Allocate o and lse, launch on the current stream of ``device`` (no sync); inputs already checked.
+
+    The per-call host path is kept short (issue 17's target: < 5 us over a direct ``attn_fwd`` call): two
+    allocations from torch's caching allocator, one struct pack, the ``attn_fwd`` call and the launch-error
+    read; the workspace size is cached per configuration.
+    """
     b, sq, hq, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
-    o = torch.empty((b, sq, hq, d), dtype=q.dtype, device=q.device)
-    lse = torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)
+    o = q.new_empty((b, sq, hq, d))
+    lse = q.new_empty((b, hq, sq), dtype=torch.float32)
     if o.numel() == 0:
         return o, lse
     if sk == 0:  # every row sees no key (attn_abi.h): o = 0, lse = +inf
         return o.zero_(), lse.fill_(math.inf)
-    q, k, v = _last_dim_contiguous(q), _last_dim_contiguous(k), _last_dim_contiguous(v)
+    if q.stride(3) != 1:
+        q = q.contiguous()
+    if k.stride(3) != 1:
+        k = k.contiguous()
+    if v.stride(3) != 1:
+        v = v.contiguous()
     with _DeviceGuard(device):
-        kern = _kernel(device)
+        kern = _kernels.get(device) or _kernel(device)
         buf, addr = _params_buffer()
+        num_sms = max(1, _num_sms[device] - max(0, int(sm_margin)))
+        qs, ks, vs, os_ = q.stride(), k.stride(), v.stride(), o.stride()
         _PARAMS.pack_into(
             buf, 0, ABI_VERSION, _DTYPES[q.dtype],
             q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-            q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
-            v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
-            b, sq, sk, hq, hk, d, softmax_scale, 1 if causal else 0, 0, 0,
-            max(1, _num_sms[device] - max(0, int(sm_margin))),
+            qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
+            b, sq, sk, hq, hk, d, softmax_scale, 1 if causal else 0, 0, 0, num_sms,
         )
-        workspace = None
-        nbytes = int(kern.ws(addr)) if kern.ws is not None else 0
+        key = (device, q.dtype, b, sq, sk, hq, hk, d, bool(causal), num_sms, qs, ks, vs)
+        nbytes = _ws_bytes.get(key)
+        if nbytes is None:
+            nbytes = int(kern.ws(addr)) if kern.ws is not None else 0
+            _ws_bytes[key] = nbytes
         if nbytes:
-            workspace = torch.empty(nbytes, dtype=torch.uint8, device=q.device)  # caching allocator (graph pool)
+            workspace = q.new_empty(nbytes, dtype=torch.uint8)  # caching allocator (graph pool under capture)
             _WORKSPACE.pack_into(buf, _WORKSPACE_OFFSET, workspace.data_ptr(), nbytes)
-        status = kern.fwd(addr, _stream(device))
+        status = kern.fwd(addr, _raw_stream(device) if _raw_stream is not None else _stream(device))
         if status != 0:
             raise KernelDeclined(status, f"batch={b} seqlen_q={sq} seqlen_k={sk} num_heads_q={hq} "
                                          f"num_heads_kv={hk} head_dim={d} dtype={q.dtype} causal={bool(causal)}")
         if (err := kern.launch_error()) is not None:
             raise RuntimeError(f"{NAME}: the kernel launch failed: {err}")
     return o, lse
+
+
+def _fwd_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
+              sm_margin: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The op on real tensors: validate, allocate o and lse, launch on the current stream (no sync)."""
+    _check_tensors(q, k, v)
+    return _launch(q, k, v, softmax_scale, causal, sm_margin, _check_device(q, k, v))
 
 
 def _fwd_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float, causal: bool,
@@ -367,6 +393,10 @@ def flash_attn_func(
         softmax_scale = q.shape[-1] ** -0.5
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         out, lse = _ForwardOnly.apply(q, k, v, softmax_scale, bool(causal), sm_margin)
+    elif _is_compiling() or not (q.is_cuda and type(q) is torch.Tensor):
+        out, lse = fwd(q, k, v, softmax_scale, bool(causal), sm_margin)  # traced (torch.compile), or a subclass
     else:
-        out, lse = fwd(q, k, v, softmax_scale, bool(causal), sm_margin)
+        # eager: the op's body without the dispatcher's round trip into Python (same checks, same launch)
+        _check_tensors(q, k, v)
+        out, lse = _launch(q, k, v, softmax_scale, bool(causal), sm_margin, _check_device(q, k, v))
     return (out, lse) if return_attn_probs else out
