@@ -1453,6 +1453,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_LAZY
 #define ATTN_WS_LAZY 0  // v11 candidate: a warp skips the O rescale when none of its rows' running max moved
 #endif
+#ifndef ATTN_WS_TMA_O
+#define ATTN_WS_TMA_O 0  // v13 candidate: O through swizzled shared memory and a TMA store, where the staging fits (d64, d128 causal)
+#endif
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -1502,6 +1505,19 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
         "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
         : "memory");
 }
+// O epilogue through shared memory (ATTN_WS_TMA_O): a bulk tensor store of one box from shared memory, in a
+// per-thread bulk async-group; wait_group.read N returns once all but the N newest groups have finished
+// reading their shared-memory source (PTX ISA "cp.async.bulk.tensor", "cp.async.bulk.commit_group",
+// "cp.async.bulk.wait_group"). Out-of-bound elements of the box are not written.
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2, int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+                     reinterpret_cast<uint64_t>(map)),
+                 "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 __device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void named_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
@@ -1533,9 +1549,15 @@ struct WsRegs {
     static constexpr int consumer = NWG == 2 ? 240 : 160;
     static constexpr int producer = NWG == 2 ? 24 : 32;
 };
-template <int D, int BN, int ST, int NWG>
+template <int D, int BN, int ST, int NWG, bool TO = false>
 constexpr int ws_smem_bytes() {
-    return 1024 + 64 * NWG * D * 2 + 2 * ST * BN * D * 2 + 8 * (3 + 4 * ST);
+    return 1024 + 64 * NWG * D * 2 * (TO ? 2 : 1) + 2 * ST * BN * D * 2 + 8 * (3 + 4 * ST);
+}
+// ATTN_WS_TMA_O: the O staging area (BM x D, as Q) fits next to Q, K and V: d64 (3 consumers) 115800 B and
+// d128 BN 128 197720 B do; d128 BN 176 (246872), d192 (271448) and d256 (296024) do not (227 KB per CTA).
+template <int D, int BN, int ST, int NWG>
+constexpr bool ws_tma_o() {
+    return ATTN_WS_TMA_O != 0 && ws_smem_bytes<D, BN, ST, NWG, true>() <= 227 * 1024;
 }
 
 // Persistent (v7): grid = min(tiles, SMs) CTAs, 384 threads; CTA c takes tiles c, c + grid, ... in the
@@ -1570,10 +1592,16 @@ __device__ __forceinline__ WsTile ws_tile(const KParams& p, int t, int m_blocks,
     return w;
 }
 
-template <int D, int BN, int ST, bool PP, int NWG, typename T>
+// TO (only with ATTN_WS_TMA_O, where ws_tma_o holds and the host could build tmO): O leaves through shared memory.
+template <int D, int BN, int ST, bool PP, int NWG, typename T, bool TO = false>
 __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     attn_fwd_ws(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
-                const __grid_constant__ CUtensorMap tmV, const KParams p, int m_blocks) {
+                const __grid_constant__ CUtensorMap tmV, const KParams p, int m_blocks
+#if ATTN_WS_TMA_O
+                ,
+                const __grid_constant__ CUtensorMap tmO
+#endif
+    ) {
     constexpr int BM = 64 * NWG, NC = BN / 8, NO = D / 8, DB = D / 64;
     // SMSPLIT 1: everywhere; 2: where ptxas keeps it without spills (not d256, not d128 with BN > 128)
     constexpr bool SPLIT = ATTN_WS_SMSPLIT == 1 || (ATTN_WS_SMSPLIT == 2 && D != 256 && !(D == 128 && BN > 128));
@@ -1581,11 +1609,14 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // wgmma / setmaxnreg are sm_90a only; the host never launches this kernel elsewhere
 #else
-    constexpr uint32_t kQBytes = BM * D * 2, kKV = BN * D * 2;
+    constexpr uint32_t kQBytes = BM * D * 2, kKV = BN * D * 2, kOBytes = TO ? BM * D * 2 : 0;
     static_assert(BN % 16 == 0 && BN <= 256 && D % 64 == 0 && (NWG == 2 || NWG == 3), "tile shape");
+    static_assert(!TO || ATTN_WS_TMA_O, "TO needs the tmO parameter");
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
-    const uint32_t sK = sQ + kQBytes, sV = sK + ST * kKV, sBar = sV + ST * kKV;
+    // TO: the O staging area (consumer c's 64 rows at sO + c * 64 * D * 2, D / 64 column blocks of 64 rows x
+    // 128 B each, 1024-aligned like Q/K/V) lies between V and the barriers; without TO it is empty.
+    const uint32_t sK = sQ + kQBytes, sV = sK + ST * kKV, sO = sV + ST * kKV, sBar = sO + kOBytes;
     const uint32_t bQ = sBar, bQEmpty = sBar + 8u * (1u + 4 * ST), sTile = sBar + 8u * (2u + 4 * ST);
 #define WS_FULL_K(s) (sBar + 8u * (1u + (s)))
 #define WS_FULL_V(s) (sBar + 8u * (1u + ST + (s)))
@@ -1693,6 +1724,50 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             if ((lane & 3) == 0)
                 p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = l > 0.f ? (m[i] * sl2 + log2f(l)) * kLn2 : INFINITY;
         }
+    };
+    // ATTN_WS_TMA_O: the same values (o * (1 / l) packed to T) go to this consumer's staging area in the
+    // 128-byte-swizzle layout of the O map's 64 x 64 boxes (row r's 16-byte chunk k at chunk k ^ (r % 8); r % 8
+    // is lane / 4 for both of a thread's rows), then one thread stores the D / 64 boxes with TMA, which skips
+    // the rows >= seqlen_q. Named barrier NWG + 1 + cw (ids 1..NWG are the ping-pong's) orders, per consumer:
+    // the previous store's reads before the writes, the writes (made visible to the async proxy) before the
+    // store. lse stays a plain store.
+    auto store_o = [&](const WsTile& w, const float* o, const float (&m)[2], const float (&l4)[2]) {
+#if ATTN_WS_TMA_O
+        if constexpr (TO) {
+            const int bar_o = NWG + 1 + cw;
+            const uint32_t so = sO + cw * (64 * D * 2);
+            if (leader) bulk_wait_read0();  // the previous tile's store has read the staging area
+            named_sync(bar_o, 128);
+            const int xr = lane >> 2;
+            const uint32_t rb = so + (16 * warp + xr) * 128 + (lane & 3) * 4;  // row 16 * warp + xr, bytes 4 * (lane & 3)
+            float l[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {  // row + 8 * i: 1024 B further, same xr
+                l[i] = quad_sum(l4[i]);
+                const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
+#pragma unroll
+                for (int c = 0; c < NO; ++c)  // columns 8c + t2, t2 + 1: column block c / 8, 16-byte chunk c % 8
+                    st_shared_u32(rb + i * 1024 + (c >> 3) * (64 * 128) + (((c & 7) ^ xr) << 4),
+                                  Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv));
+            }
+            fence_proxy_async();  // this thread's generic-proxy writes, visible to the TMA store
+            named_sync(bar_o, 128);
+            if (leader && w.m0 + 64 * cw < p.sq) {
+#pragma unroll
+                for (int c = 0; c < DB; ++c) tma_store_4d(&tmO, so + c * (64 * 128), c * 64, w.m0 + 64 * cw, w.h, w.b);
+                bulk_commit();
+            }
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {  // lse after the store is issued (off the fence's path)
+                const int row = w.m0 + rlane + 8 * i;
+                if ((lane & 3) == 0 && row < p.sq)
+                    p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] =
+                        l[i] > 0.f ? (m[i] * sl2 + log2f(l[i])) * kLn2 : INFINITY;
+            }
+            return;
+        }
+#endif
+        store_rows(w, o, m, l4);
     };
     // The next tile with keys from the producer (its id in shared memory, published by the Q barrier's
     // phase q_it); tiles without keys (causal, seqlen_q > seqlen_k) are written on the way (o = 0,
@@ -1933,7 +2008,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 reg_fence(o);
                 reg_fence_u(pa);
                 if (leader) mbar_arrive(WS_EMPTY_V(vs));
-                store_rows(w, o, m_r, l_r);
+                store_o(w, o, m_r, l_r);
                 if (!MERGE) tn = acquire(wn);
                 if (tn >= total) break;
                 w = wn;
@@ -1974,7 +2049,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             reg_fence(o);
             reg_fence_u(pa);
             if (leader) mbar_arrive(WS_EMPTY_V(vs));
-            store_rows(wo, o, mo, lo);
+            store_o(wo, o, mo, lo);
 #pragma unroll
             for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
             pack_p();
@@ -1984,6 +2059,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     // Consumer NWG-1 arrives once more than consumer 0 syncs (its first arrival lets consumer 0 start);
     // this sync takes that arrival, so no barrier is left half-arrived when the CTA exits.
     if (PP && cw == 0) named_sync(me, 256);
+    if (TO && leader) bulk_wait0();  // the last O store has finished before the CTA (and its shared memory) goes
 #endif
 #undef WS_FULL_K
 #undef WS_FULL_V
@@ -2039,8 +2115,6 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
         return -1;
     constexpr int smem = ws_smem_bytes<D, BN, ST, NWG>();
     static_assert(smem <= 227 * 1024, "shared memory");
-    auto kern = attn_fwd_ws<D, BN, ST, PP, NWG, T>;
-    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 3;
     const int m_blocks = (kp.sq + 64 * NWG - 1) / (64 * NWG);
     const long long tiles = (long long)m_blocks * kp.batch * kp.hq;
     KParams kps = kp;
@@ -2050,7 +2124,27 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
                                      : bh_count;
     const bool persist = ATTN_WS_PERSIST && !(D == 256 && kp.causal && !ATTN_WS_PERSIST_C256 && kp.tile_counter == nullptr);
     const long long grid = (persist && tiles > num_sms) ? num_sms : tiles;  // persistent: one CTA per SM
+#if ATTN_WS_TMA_O
+    // O through shared memory and TMA where the staging area fits and O's strides make a map (box: one
+    // consumer's 64 rows); else the kernel without it (store_rows), with the same (unused) map parameter.
+    alignas(64) CUtensorMap mo = mq;
+    if constexpr (ws_tma_o<D, BN, ST, NWG>()) {
+        if (make_map(&mo, kp.o, bf16, D, kp.sq, kp.hq, kp.batch, kp.o_rs, kp.o_hs, kp.o_bs, 64)) {
+            constexpr int smem_o = ws_smem_bytes<D, BN, ST, NWG, true>();
+            auto kern_o = attn_fwd_ws<D, BN, ST, PP, NWG, T, true>;
+            if (cudaFuncSetAttribute(kern_o, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_o) != cudaSuccess) return 3;
+            kern_o<<<(unsigned)grid, 128 * (NWG + 1), smem_o, stream>>>(mq, mk, mv, kps, m_blocks, mo);
+            return cudaGetLastError() == cudaSuccess ? 0 : 3;
+        }
+    }
+#endif
+    auto kern = attn_fwd_ws<D, BN, ST, PP, NWG, T>;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 3;
+#if ATTN_WS_TMA_O
+    kern<<<(unsigned)grid, 128 * (NWG + 1), smem, stream>>>(mq, mk, mv, kps, m_blocks, mo);
+#else
     kern<<<(unsigned)grid, 128 * (NWG + 1), smem, stream>>>(mq, mk, mv, kps, m_blocks);
+#endif
     return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }
 

@@ -43,6 +43,10 @@ CHECKS = [
     (1, 2048, 2048, 16, 16, 256, False, torch.float16), (2, 129, 65, 6, 3, 128, False, torch.bfloat16),
     (2, 4096, 4096, 8, 8, 128, False, torch.bfloat16), (2, 4096, 4096, 8, 8, 64, True, torch.bfloat16),
     (2, 1500, 1500, 10, 5, 192, True, torch.bfloat16), (1, 3000, 3000, 10, 10, 192, False, torch.float16),
+    # warp-specialized d128 causal / d64 with partial last row blocks (>= 132 CTAs; the ATTN_WS_TMA_O boxes
+    # that cross seqlen_q), sq < sk, and sq > sk (rows without keys)
+    (2, 1999, 1999, 16, 16, 128, True, torch.bfloat16), (1, 1500, 2500, 32, 32, 128, True, torch.float16),
+    (1, 2500, 1500, 32, 32, 128, True, torch.bfloat16), (2, 2100, 2100, 32, 32, 64, False, torch.float16),
 ]
 TOL = {torch.bfloat16: (1.5e-2, 1e-2), torch.float16: (2e-3, 2e-3)}
 
