@@ -12,8 +12,10 @@ The variants are small edits of kernels/attn_original.cu, so they run at the ori
   broadcast, not constant) - written for: b22 (GQA decode, head-tagged v), values/head-tagged.
 - hardcoded_scale: uses 1/sqrt(head_dim) whatever softmax_scale says. Must fail every scenario that declares
   another softmax_scale (b26); it fails most others too (later draws draw the scale), so not exactly.
-- ignored_kv_strides: computes K and V strides as if dense. Must fail exactly the scenarios whose declared
-  K or V layout differs from dense in a dimension that is used - written for: b27, b19, layouts.
+- ignored_kv_strides: computes K and V strides as if dense. Must fail every scenario whose declared K or V
+  layout differs from dense in a dimension that is used - written for: b27, b19, layouts; since the per-call
+  draws (harness/draws.py) give undeclared scenarios padded K/V layouts too, it fails most others as well
+  (run 24: 81/85 on `bugs`), so not exactly.
 - log2_lse: returns lse in base 2 (the natural lse / ln 2). Must fail exactly every scenario (all have a row that
   sees a key) - written for: b25.
 - unguarded_tail: loads whole tiles without the row guard (reads past seqlen_k: the next batch's rows, a
@@ -95,7 +97,7 @@ def expected_failures(name: str, scenarios: list[Scenario]) -> tuple[set[str], b
         return {s.id for s in scenarios if s.softmax_scale is not None
                 and abs(s.softmax_scale * s.head_dim**0.5 - 1) > 1e-6}, False
     if name == "ignored_kv_strides":
-        return {s.id for s in scenarios if differs_from_dense(s, "k") or differs_from_dense(s, "v")}, True
+        return {s.id for s in scenarios if differs_from_dense(s, "k") or differs_from_dense(s, "v")}, False
     if name == "log2_lse":
         return {s.id for s in scenarios}, True
     raise KeyError(name)

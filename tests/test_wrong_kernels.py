@@ -48,7 +48,7 @@ def test_the_predicates_follow_the_scenarios() -> None:
     assert "gqa/b4-s4096-h32x8-d128-causal-bf16" in gqa and "gqa/b4-s4096-h32x1-d128-noncausal-bf16" not in gqa  # MQA
     assert "layouts/b2-s512-h16x4-d128-causal-bf16-kv-broadcast" not in gqa  # every kv head holds the same values
     strided, exact = wk.expected_failures("ignored_kv_strides", list(full.values()))
-    assert exact and "layouts/b4-sq130-sk1000-h8x2-d128-causal-bf16-kv-cache-nan" in strided
+    assert not exact and "layouts/b4-sq130-sk1000-h8x2-d128-causal-bf16-kv-cache-nan" in strided  # the draws pad K/V too
     assert "bugs/b2-sq4-sk4096-h8-d128-causal-bf16-b03-combine-o-padded" not in strided  # only o is strided there
     assert not any(i.startswith(("fa3grid", "gqa", "odd")) for i in strided)
     scale, exact = wk.expected_failures("hardcoded_scale", list(full.values()))
