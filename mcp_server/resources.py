@@ -11,6 +11,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from harness import ABI_HEADER, ORIGINAL_KERNEL
 from harness.errors import AttnqError
+from mcp_server.edge import format_error
 from mcp_server.state import ServerState, need
 from mcp_server.task import ABI_URI, BANK_URI, ORIGINAL_URI, REPORT_URI, SUITES_URI, goal, suites
 from mcp_server.tools_questions import campaign_status_of
@@ -24,11 +25,11 @@ def _read(path: Any) -> str:
 
 
 def _guard(fn: Any) -> Any:
-    """Run a resource body; AttnqError / ToolError become a ResourceError with the plain message."""
+    """Run a resource body; AttnqError / ToolError become a ResourceError with the tools' text (``[code] message``)."""
     try:
         return fn()
     except AttnqError as err:
-        raise ResourceError(err.message) from None
+        raise ResourceError(format_error(err)) from None
     except ToolError as err:
         raise ResourceError(str(err)) from None
 

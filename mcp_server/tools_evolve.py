@@ -37,7 +37,7 @@ from evolve.pool import LocalPool
 from evolve.report import RunStatus, build_report, render_report, run_status
 from harness.errors import AttnqError, InputError
 from harness.logging import get_logger
-from mcp_server.edge import progress_sink
+from mcp_server.edge import format_error, progress_sink
 from mcp_server.state import ServerState
 
 log = get_logger("attnq.mcp.evolve")
@@ -369,7 +369,7 @@ def register_evolve_tools(server: MCPServer, state: ServerState, *, edge: Callab
                 return "No evolve run in this campaign yet (evolve_next(seed_path=...) or `attnq evolve`)."
             return render_report(build_report(ev.db(), rec))
         except AttnqError as err:
-            raise ResourceError(err.message) from None
+            raise ResourceError(format_error(err)) from None
 
 
 def submit_child_ticket(search: Search, ticket_id: int) -> Any:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from harness.errors import AttnqError, InputError
 from harness.logging import get_logger
+from mcp_server.edge import format_error
 from mcp_server.state import ServerState
 
 log = get_logger("attnq.mcp.report")
@@ -103,5 +104,5 @@ def register_report_tools(server: MCPServer, state: ServerState, *, edge: Callab
         try:
             report = await anyio.to_thread.run_sync(build_campaign_report, state, None)
         except AttnqError as err:
-            raise ResourceError(err.message) from None
+            raise ResourceError(format_error(err)) from None
         return report.html

@@ -98,4 +98,4 @@ def test_report_resource_is_the_html_page(tmp_path: Path, campaign_workspace: Pa
         return "no error"
 
     msg = call(build_server(Settings(workspace=tmp_path)), empty)
-    assert "has no attempts yet" in msg
+    assert "has no attempts yet" in msg and "[" in msg.split("has no attempts yet")[0]  # the tools' "[code] message"
