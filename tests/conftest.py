@@ -18,14 +18,6 @@ def _no_attnq_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """The same rule before any fixture runs: module- and session-scoped fixtures (a campaign built once per
-    module) are set up before the function-scoped fixture above, and would write into ATTNQ_STATE."""
-    for name in list(os.environ):
-        if name.startswith("ATTNQ_") and name != "ATTNQ_FAST_KERNEL":
-            del os.environ[name]
-
-
 @functools.cache
 def gpu_skip_reason() -> str | None:
     """None when an NVIDIA GPU of compute capability >= 9.0 (sm_90a builds) is usable, else why not."""
