@@ -5,6 +5,7 @@ progress notifications), any figure on request, tool errors when there is nothin
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 
 import anyio
@@ -30,8 +31,11 @@ def call(server, fn):  # type: ignore[no-untyped-def]
 def campaign_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A workspace whose active campaign is the recorded fast-kernel campaign."""
     ws = tmp_path_factory.mktemp("report-ws")
-    with CampaignStore.open(Settings(workspace=ws)) as store:
-        replay(store, load_trace(RECORDED_TRACE))
+    with pytest.MonkeyPatch.context() as mp:  # set up before conftest's function-scoped ATTNQ_* clearing
+        for name in [n for n in os.environ if n.startswith("ATTNQ_")]:
+            mp.delenv(name)
+        with CampaignStore.open(Settings(workspace=ws)) as store:
+            replay(store, load_trace(RECORDED_TRACE))
     return ws
 
 
