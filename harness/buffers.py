@@ -49,13 +49,15 @@ def _align(n: int, a: int = 256) -> int:
     return (n + a - 1) // a * a
 
 
-def fill_values(torch: Any, sc: Scenario, targets: dict[str, Any], gen: Any, kind: str, scale: float) -> None:
+def fill_values(torch: Any, sc: Scenario, targets: dict[str, Any], gen: Any, kind: str, scale: float, *,
+                ordinary: bool = False) -> None:
     """New values for q, k and v, written into ``targets`` (the non-overlapping views of
     harness.layouts.Views). A tensor with a distribution in the scenario's ``inputs`` gets it
-    (harness.inputs.generate, with softmax_scale ``scale``); the others follow ``kind``: normal: N(0,1);
+    (harness.inputs.generate, with softmax_scale ``scale``) unless ``ordinary`` (the timed values of
+    harness/draws.py: the declared inputs set aside); the others follow ``kind``: normal: N(0,1);
     large_logits: q, k ~ 6 N(0,1) (logits ~ 36 sigma, exp overflows without max subtraction); shifted:
     q, k ~ N(0,1) + 1 (all logits positive and large lse)."""
-    declared = sc.inputs
+    declared = None if ordinary else sc.inputs
     for name in ("q", "k", "v"):
         t = targets[name]
         spec = getattr(declared, name) if declared is not None else None
@@ -220,9 +222,10 @@ class Buffers:
         return first_written_guard(self.guards_written().tolist(), self.guard_names)
 
     # -- values -------------------------------------------------------------------------------
-    def fill_inputs(self, gen: Any, kind: str) -> None:
-        """New input values in the current views: :func:`fill_values` with the current softmax_scale."""
-        fill_values(self.torch, self.sc, self.targets, gen, kind, self.scale)
+    def fill_inputs(self, gen: Any, kind: str, ordinary: bool = False) -> None:
+        """New input values in the current views: :func:`fill_values` with the current softmax_scale
+        (``ordinary``: the scenario's declared inputs set aside)."""
+        fill_values(self.torch, self.sc, self.targets, gen, kind, self.scale, ordinary=ordinary)
 
     def set_inputs(self, q: Any, k: Any, v: Any) -> None:
         """Copy given values (dense ``[b, s, h, d]``, any strides) into the current views (a broadcast

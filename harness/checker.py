@@ -16,8 +16,8 @@ process of the same library) draw 0 runs in the first and every repeat in the se
 draw 0 (harness/draws.py ``split``): no cache of the candidate's can replay draw 0's bits.
 
 Scenario fields (harness/scenarios.py) win over the draws: a declared ``layout`` is every call's layout,
-a declared ``softmax_scale`` every call's scale, declared ``inputs`` every call's values for the tensors
-they name; ``repeats`` raises the number of determinism repeats (harness.draws.repeats_of). The memory
+a declared ``softmax_scale`` every call's scale, declared ``inputs`` the checked draws' and repeats' values
+(fresh timed calls draw ordinary ones: harness/draws.py); ``repeats`` more repeats (harness.draws.repeats_of). The memory
 guard runs before any allocation; the exactness check after the reference checks of each checked draw.
 Work after a timed call's end event (another stream) is found by harness/timing_escape.py
 (``job.stream_escape_check``). Anchors (torch SDPA backends, FA3) run here on the original's buffers, timed like the kernels, behind
@@ -36,9 +36,11 @@ from harness.draws import (
     LAYOUTS,
     CallDraw,
     CallDrawer,
+    describe_values,
     permute_inputs,
     permute_outputs,
     repeats_of,
+    timed_values_note,
 )
 from harness.endpoints import (
     CallResult,
@@ -257,6 +259,7 @@ class Runner:
     def _summarize(self, base: ScenarioResult, sc: Scenario, cand_t: TimingStats, orig_t: TimingStats,
                    anchors: dict, escaped: str | None) -> ScenarioResult:
         base.candidate, base.original, base.anchors = cand_t, orig_t, anchors
+        base.timed_values = timed_values_note(sc)
         base.speedup = orig_t.median_ms / cand_t.median_ms
         base.tflops = sc.flops / (cand_t.median_ms * 1e-3) / 1e12
         if self.job.peak_tflops:
@@ -279,7 +282,7 @@ class Runner:
         for b in (bufs_o, bufs_c):
             b.apply(draw.layout, draw.scale_factor)
         if values is None:
-            bufs_o.fill_inputs(gen, draw.kind)
+            bufs_o.fill_inputs(gen, draw.kind, draw.ordinary)
         else:
             bufs_o.set_inputs(*values)
         bufs_c.copy_inputs_from(bufs_o)
@@ -332,14 +335,13 @@ class Runner:
         worst: ErrorStats | None = None
         bounds: dict[str, TimedBounds] = {}
         first: tuple | None = None
-        for draw_i in range(self.job.draws):
+        for draw_i in range(drawer.checked_draws):
             draw = drawer.checked(draw_i)
             self._prepare(bufs_c, bufs_o, draw, gen, None)
             self.dev.sync()  # the launcher's context must see the prepared buffers
             self._result(self._cand(draw).call(self._params(bufs_c, sc)), "candidate")
             self.dev.sync()
-            what = f"{draw.kind} inputs" if sc.inputs is None else f"the scenario's inputs, {draw.kind} for the others"
-            where = f"[draw {draw_i}: {what}, {draw.layout} layout]"
+            where = f"[draw {draw_i}: {describe_values(sc, draw)}, {draw.layout} layout]"
             if not bool(self._inputs_same_t(bufs_c, bufs_o)):
                 raise Fail("inputs_modified", "input_integrity", f"q, k or v changed during the call {where}")
             broken = bufs_c.guards_intact()
@@ -376,7 +378,7 @@ class Runner:
             b = TimedBounds(timed_bound_o(tol_o, rep_o.max_abs_err_o, 0.0, bufs_c.dtype, ulp=False),
                             tol_lse + rep_o.max_abs_err_lse, tol_o, tol_lse, ref_o_max=max_o,
                             mantissa_bits=MANTISSA_BITS[bufs_c.dtype])
-            bounds[draw.kind] = b if draw.kind not in bounds else bounds[draw.kind].merge(b)
+            bounds[draw.values] = b if draw.values not in bounds else bounds[draw.values].merge(b)
             if draw_i == 0:
                 dense = (bufs_o.q.contiguous(), bufs_o.k.contiguous(), bufs_o.v.contiguous())
                 first = (tuple(t.clone() for t in dense), bufs_c.o_c.clone(), bufs_c.lse_c.clone())
@@ -457,7 +459,7 @@ class Runner:
             vals = timed_sample_values(inputs_same, bufs_c.o_c, bufs_c.lse_c, bufs_o.o_c, bufs_o.lse_c,
                                        bufs_c.guards_written(), row_errors_t(bufs_c.o_c, bufs_c.lse_c, rows, o_ref, lse_ref),
                                        row_errors_t(bufs_o.o_c, bufs_o.lse_c, rows, o_ref, lse_ref), ref_max, repeat_same)
-            bad = judge_timed_sample(vals.tolist(), n, bounds[draw.kind], bufs_c.guard_names)  # one transfer
+            bad = judge_timed_sample(vals.tolist(), n, bounds[draw.values], bufs_c.guard_names)  # one transfer
             self.phases.reference_s = round(self.phases.reference_s + time.perf_counter() - t_ref, 4)
             if bad:
                 raise Fail(*bad)

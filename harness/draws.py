@@ -14,6 +14,18 @@ from the run's secret seed: no device round trip, reproducible from the seed.
 
 The value distributions themselves (``kind``) are filled by harness.buffers.Buffers.fill_inputs; this
 module only decides which one a call gets.
+
+Timed values (:func:`declared_inputs`): the fresh timed calls of a scenario that declares ``inputs`` (a
+distribution for q, k or v) draw ordinary values (every tensor follows the call's value kind, as if nothing
+were declared), and so do ``draws`` extra checked draws, whose tolerances bound those timed calls; the first
+``draws`` checked draws and the determinism repeats keep the declared values (the bug a scenario reproduces
+is about them). Declared values can give every call's answer away, or most of its work: q = 0 and v
+constant (o = v whatever k holds), a constant q (every query row alike: one row's work), a constant k
+(equal weights), head-tagged v with little noise (o is the tag within the tolerance), high_dims (half of
+the q.k products are zero), rising logits (all but the last keys' weights underflow). A kernel that
+special-cases such values is right on them; timed on ordinary values it is wrong or pays the full cost.
+The rule covers every declared distribution, not only the degenerate ones: a per-distribution judgement of
+what can be exploited is the weaker rule (tests/test_timing_redteam.py, section 4).
 """
 
 from __future__ import annotations
@@ -41,7 +53,9 @@ SCALE_RANGE = (0.5, 1.5)
 class CallDraw:
     """One call's draw. ``repeat``: index of the determinism repeat (None for a fresh draw); a repeat
     replays draw 0's values (in draw 0's layout and scale) permuted by ``perm`` (see :func:`permutation`).
-    ``process``: which candidate process runs the call (0: the one that ran draw 0; 1: the second)."""
+    ``process``: which candidate process runs the call (0: the one that ran draw 0; 1: the second).
+    ``ordinary``: the call's values ignore the scenario's declared ``inputs`` (every tensor follows ``kind``;
+    see the module's timed values)."""
 
     layout: str
     scale_factor: float
@@ -50,15 +64,23 @@ class CallDraw:
     perm_axis: str | None = None  # "batch" | "kv_heads" | "q_heads" | None
     perm: tuple[int, ...] = ()
     process: int = 0
+    ordinary: bool = False
+
+    @property
+    def values(self) -> str:
+        """The values the call draws, as the key of the timed bounds (harness.checks.TimedBounds): its value
+        kind, ``", ordinary"`` added when declared inputs were set aside."""
+        return f"{self.kind}, ordinary" if self.ordinary else self.kind
 
 
 class CallDrawer:
     """Per-scenario source of call draws (checked draws, timed draws, scheduled repeats).
 
     Args:
-        sc: the scenario (its shape decides which permutations exist).
+        sc: the scenario (its shape decides which permutations exist; declared ``inputs``, the timed values).
         seed: per-scenario seed (from the run's secret seed).
-        draws: checked draws; draw ``i`` gets value kind ``VALUE_KINDS[i % 3]`` (each kind covered).
+        draws: checked draws; draw ``i`` gets value kind ``VALUE_KINDS[i % 3]`` (each kind covered). A scenario
+            with declared inputs gets ``draws`` more, ordinary (:attr:`checked_draws` in all).
         repeats: determinism repeats of draw 0 (see :func:`repeats_of`), placed at random positions among
             the first ``max(min_samples, repeats)`` timed samples.
         layouts: the layouts calls draw from (default LAYOUTS; a declared layout: ``("declared",)``).
@@ -70,6 +92,10 @@ class CallDrawer:
         self.sc, self.rng, self.layouts = sc, random.Random(seed), layouts
         self.split, self.route = split, random.Random(seed ^ 0x5B117)  # routing apart: the draws stay as they were
         self.kinds = tuple(VALUE_KINDS[i % len(VALUE_KINDS)] for i in range(draws))
+        #: the tensors whose declared values the fresh timed calls set aside (:func:`declared_inputs`)
+        self.declared = declared_inputs(sc)
+        #: checked draws: ``draws`` on the declared values, then (declared inputs only) ``draws`` ordinary ones
+        self.checked_draws = draws * 2 if self.declared else draws
         span = max(min_samples, repeats)
         self.repeat_at = sorted(self.rng.sample(range(span), repeats)) if repeats else []
         self.first: CallDraw | None = None
@@ -93,23 +119,24 @@ class CallDrawer:
         return layout, 1.0 if default else self.rng.uniform(*SCALE_RANGE)
 
     def checked(self, i: int) -> CallDraw:
-        """The draw of checked call ``i`` (0-based)."""
+        """The draw of checked call ``i`` (0-based, below :attr:`checked_draws`): past ``draws``, ordinary."""
         layout, factor = self._layout_scale()
-        d = CallDraw(layout=layout, scale_factor=factor, kind=self.kinds[i],
-                     process=0 if i == 0 else 1 if i == 1 else self._either())
+        d = CallDraw(layout=layout, scale_factor=factor, kind=self.kinds[i % len(self.kinds)],
+                     process=0 if i == 0 else 1 if i == 1 else self._either(), ordinary=i >= len(self.kinds))
         if i == 0:
             self.first = d
         return d
 
     def timed(self, n: int) -> CallDraw:
-        """The draw of timed sample ``n``: a scheduled repeat of draw 0, or a fresh draw whose value kind is
-        one the checked draws covered (their tolerances apply)."""
+        """The draw of timed sample ``n``: a scheduled repeat of draw 0 (its values), or a fresh draw whose value
+        kind is one the checked draws covered (their tolerances apply), ordinary where inputs are declared."""
         if n in self.repeat_at and self.first is not None:
             axis, perm = permutation(self.sc, self.rng)
             return CallDraw(layout=self.first.layout, scale_factor=self.first.scale_factor, kind=self.first.kind,
                             repeat=self.repeat_at.index(n), perm_axis=axis, perm=perm, process=int(self.split))
         layout, factor = self._layout_scale()
-        return CallDraw(layout=layout, scale_factor=factor, kind=self.rng.choice(self.kinds), process=self._either())
+        return CallDraw(layout=layout, scale_factor=factor, kind=self.rng.choice(self.kinds), process=self._either(),
+                        ordinary=bool(self.declared))
 
     def _either(self) -> int:
         """The process of a call that is neither draw 0 nor a repeat: either, at random (0 without a split)."""
@@ -118,6 +145,32 @@ class CallDrawer:
     def pending_repeats(self, n_done: int) -> bool:
         """True while a scheduled repeat lies at or after sample ``n_done`` (the loop must reach it)."""
         return any(n >= n_done for n in self.repeat_at)
+
+
+def declared_inputs(sc: Scenario) -> tuple[str, ...]:
+    """The tensors (of q, k, v) whose values ``sc`` declares (its ``inputs``): the checked draws' and the
+    repeats' values, set aside by the fresh timed calls (the module's timed values). Empty: none declared."""
+    spec = sc.inputs
+    return tuple(n for n in ("q", "k", "v") if spec is not None and getattr(spec, n) is not None)
+
+
+def describe_values(sc: Scenario, draw: CallDraw) -> str:
+    """What ``draw``'s input values were, for messages (e.g. ``"the scenario's inputs, normal for the
+    others"``; ``"normal inputs in place of the declared q, v (timed values)"``)."""
+    declared = declared_inputs(sc)
+    if draw.ordinary:
+        return f"{draw.kind} inputs in place of the declared {', '.join(declared)} (timed values)"
+    return f"the scenario's inputs, {draw.kind} for the others" if declared else f"{draw.kind} inputs"
+
+
+def timed_values_note(sc: Scenario) -> str | None:
+    """The scenario result's ``timed_values``: None when the timed calls drew the scenario's own values, else
+    which declared values they set aside (checked on the first checked draws and the repeats, not timed)."""
+    declared = declared_inputs(sc)
+    if not declared:
+        return None
+    return (f"ordinary: the declared {', '.join(declared)} values are checked (first draws, repeats), "
+            "never timed (docs/checks.md, timed values)")
 
 
 def repeats_of(sc: Scenario, job_repeats: int) -> int:

@@ -127,6 +127,10 @@ class ScenarioResult(BaseModel):
         default=None, description="time at that roof / candidate median: achieved TFLOP/s over the matmul rate "
                                   "(compute) or achieved bandwidth over the HBM bandwidth (memory)")
     vs_anchor: dict[str, float] = Field(default_factory=dict, description="anchor median / candidate median")
+    timed_values: str | None = Field(
+        default=None, description="None: the timed calls drew the scenario's own values; else the scenario declares "
+                                  "inputs, checked on its first draws and repeats while the timed calls draw ordinary "
+                                  "values (harness/draws.py, timed values)")
     phases: PhaseTimes | None = Field(default=None, description="the harness's own time on this scenario")
     sanitizer: SanitizerReport | None = Field(default=None, description="compute-sanitizer's findings (--sanitize)")
 

@@ -9,7 +9,17 @@ import random
 import pytest
 import torch
 
-from harness.draws import LAYOUTS, VALUE_KINDS, CallDrawer, permutation, permute_inputs, permute_outputs
+from harness.draws import (
+    LAYOUTS,
+    VALUE_KINDS,
+    CallDrawer,
+    declared_inputs,
+    permutation,
+    permute_inputs,
+    permute_outputs,
+    timed_values_note,
+)
+from harness.inputs import InputsSpec
 from harness.reference import attention_reference
 from harness.scenarios import Scenario
 
@@ -67,3 +77,26 @@ def test_every_twelve_calls_cover_every_layout_and_scale_kind_half_of_them_dense
 def test_repeats_beyond_min_samples_are_still_scheduled() -> None:
     drawer = CallDrawer(_sc(2, 2, 2), 3, draws=2, repeats=5, min_samples=3)
     assert len(drawer.repeat_at) == 5 and max(drawer.repeat_at) < 5
+
+
+def test_declared_inputs_are_checked_but_the_fresh_timed_calls_draw_ordinary_values() -> None:
+    """The timed values rule: a scenario declaring inputs gets ``draws`` checked draws on them, then ``draws``
+    ordinary ones of the same value kinds (the bounds of the timed calls); its fresh timed calls are ordinary,
+    its repeats replay draw 0 (declared). Without declared inputs nothing changes."""
+    plain = _sc(2, 4, 2)
+    sc = plain.model_copy(update={"inputs": InputsSpec.model_validate({"q": {"dist": "constant", "value": 0.0},
+                                                                       "k": "high_dims"})})
+    assert declared_inputs(plain) == () and declared_inputs(sc) == ("q", "k")
+    assert timed_values_note(plain) is None and "declared q, k" in (timed_values_note(sc) or "")
+    drawer = CallDrawer(sc, 9, draws=3, repeats=2, min_samples=6)
+    assert drawer.checked_draws == 6
+    checked = [drawer.checked(i) for i in range(6)]
+    assert [d.ordinary for d in checked] == [False] * 3 + [True] * 3
+    assert [d.kind for d in checked] == list(VALUE_KINDS) * 2
+    assert len({d.values for d in checked}) == 6  # each its own timed bound
+    timed = [drawer.timed(n) for n in range(60)]
+    assert all(d.ordinary == (d.repeat is None) for d in timed) and sum(d.repeat is not None for d in timed) == 2
+    assert {d.values for d in timed if d.repeat is None} <= {d.values for d in checked[3:]}
+    old = CallDrawer(plain, 9, draws=3, repeats=2, min_samples=6)
+    assert old.checked_draws == 3 and not any(old.checked(i).ordinary for i in range(3))
+    assert not any(old.timed(n).ordinary for n in range(20))

@@ -205,20 +205,27 @@ def _check(sc: Scenario, cand: Any, orig: Any = _honest, draws: int = 2) -> Any:
 
 
 def test_declared_fields_reach_every_checked_and_timed_call() -> None:
+    """A declared scale and layout reach every call; declared inputs reach the first checked draws and the
+    repeats, while the fresh timed calls and as many more checked draws draw ordinary values (the timed
+    values of harness/draws.py: declared values can give the answer away)."""
     seen: list[tuple] = []
 
     def spy(p: Any) -> None:
-        seen.append((p.scale, p.k.stride()[:3], bool((p.q.float() == 0.5).all()), p.o.stride()[:3]))
+        seen.append((p.scale, p.k.stride()[:3], p.o.stride()[:3]))
+        declared.append(bool((p.q.float() == 0.5).all()))
         _honest(p)
 
+    declared: list[bool] = []
     sc = _sc(softmax_scale=0.3, repeats=5, inputs=InputsSpec(q={"dist": "constant", "value": 0.5}),
              layout=LayoutSpec.model_validate({"k": {"kind": "cache", "capacity": 48}, "v": "cache", "o": "head_major"}))
     runner, res = run_scenario(sc, PyKernel(spy), draws=3)
     assert res.correct, res.message
-    # 3 checked draws, then the timed calls: 4 repeats of draw 0 (repeats - 1, never counted in a time) and at
-    # least 3 fresh calls (the times' floor)
-    assert runner.cand.calls == 3 + 4 + res.candidate.samples and res.candidate.samples >= 3
-    assert all(s[0] == pytest.approx(0.3) and s[1:] == (strides(sc)["k"], True, strides(sc)["o"]) for s in seen)
+    # 3 checked draws on the declared values, 3 on ordinary ones, then the timed calls: 4 repeats of draw 0
+    # (repeats - 1, never counted in a time) and at least 3 fresh calls (the times' floor)
+    assert runner.cand.calls == 6 + 4 + res.candidate.samples and res.candidate.samples >= 3
+    assert all(s == (pytest.approx(0.3), strides(sc)["k"], strides(sc)["o"]) for s in seen)
+    assert declared[:6] == [True] * 3 + [False] * 3 and sum(declared[6:]) == 4  # the repeats replay draw 0
+    assert res.timed_values and "declared q" in res.timed_values
 
 
 def test_scenario_repeats_schedule_that_many_replays_and_catch_a_late_difference() -> None:

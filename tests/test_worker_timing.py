@@ -124,7 +124,7 @@ def test_budget_is_the_loops_wall_time_between_min_and_max_samples(budget_ms, ex
 def test_budget_counts_harness_overhead_not_only_the_timed_calls(monkeypatch) -> None:
     """10 ms of harness work per sample (a slow input fill): the loop's wall time stops it after ~30 ms."""
     real_fill = Buffers.fill_inputs
-    monkeypatch.setattr(Buffers, "fill_inputs", lambda self, gen, kind: (time.sleep(0.01), real_fill(self, gen, kind))[1])
+    monkeypatch.setattr(Buffers, "fill_inputs", lambda self, gen, kind, *a: (time.sleep(0.01), real_fill(self, gen, kind, *a))[1])
     runner, (cand, _, _, _) = _time(honest, min_samples=2, max_samples=40, budget_ms=30.0)
     assert 2 <= runner.cand.calls <= max(4, _third_dense_call(runner))
     assert cand.samples == sum(_is_dense(p) for p in runner.cand.seen)
