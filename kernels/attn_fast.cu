@@ -1456,6 +1456,12 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_TMA_O
 #define ATTN_WS_TMA_O 0  // v13 candidate: O through swizzled shared memory and a TMA store, where the staging fits (d64, d128 causal)
 #endif
+#ifndef ATTN_WS_BN128N_TMAO
+#define ATTN_WS_BN128N_TMAO 160  // v13 candidate 2: with ATTN_WS_TMA_O, the d128 non-causal key-tile width (160: the staging fits, 230488 B)
+#endif
+#ifndef ATTN_WS_TMA_O_QBUF
+#define ATTN_WS_TMA_O_QBUF 0  // v13 candidate 2: with ATTN_WS_TMA_O, O staged in Q's buffer where a staging area does not fit (d192, d256)
+#endif
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -1553,11 +1559,24 @@ template <int D, int BN, int ST, int NWG, bool TO = false>
 constexpr int ws_smem_bytes() {
     return 1024 + 64 * NWG * D * 2 * (TO ? 2 : 1) + 2 * ST * BN * D * 2 + 8 * (3 + 4 * ST);
 }
-// ATTN_WS_TMA_O: the O staging area (BM x D, as Q) fits next to Q, K and V: d64 (3 consumers) 115800 B and
-// d128 BN 128 197720 B do; d128 BN 176 (246872), d192 (271448) and d256 (296024) do not (227 KB per CTA).
+// ATTN_WS_TMA_O: the O staging area (BM x D, as Q) fits next to Q, K and V: d64 (3 consumers) 115800 B,
+// d128 BN 128 197720 B and d128 BN 160 230488 B do; d128 BN 176 (246872), d192 BN 112 (271448) and d256 BN 80
+// (296024) do not (227 KB per CTA).
 template <int D, int BN, int ST, int NWG>
 constexpr bool ws_tma_o() {
     return ATTN_WS_TMA_O != 0 && ws_smem_bytes<D, BN, ST, NWG, true>() <= 227 * 1024;
+}
+// v9: tile boundary merged into the pipeline (S_0 of the next tile issued with the last PV of the current one).
+template <int D>
+__host__ __device__ constexpr bool ws_merge() {
+    return D == 64 ? ATTN_WS_MERGE64 : (D == 128 ? ATTN_WS_MERGE128 : (D == 192 ? false : ATTN_WS_MERGE256));
+}
+// ATTN_WS_TMA_O_QBUF: where the staging area does not fit and the boundary is not merged (d192, d256; a merged
+// boundary reads the next tile's Q before the epilogue), O is staged in Q's buffer, which is dead once the tile's
+// last S GEMM has completed; the next Q is loaded only after the TMA store has read it.
+template <int D, int BN, int ST, int NWG>
+constexpr bool ws_tma_o_qbuf() {
+    return ATTN_WS_TMA_O != 0 && ATTN_WS_TMA_O_QBUF != 0 && !ws_tma_o<D, BN, ST, NWG>() && !ws_merge<D>();
 }
 
 // Persistent (v7): grid = min(tiles, SMs) CTAs, 384 threads; CTA c takes tiles c, c + grid, ... in the
@@ -1592,8 +1611,9 @@ __device__ __forceinline__ WsTile ws_tile(const KParams& p, int t, int m_blocks,
     return w;
 }
 
-// TO (only with ATTN_WS_TMA_O, where ws_tma_o holds and the host could build tmO): O leaves through shared memory.
-template <int D, int BN, int ST, bool PP, int NWG, typename T, bool TO = false>
+// TO (only with ATTN_WS_TMA_O, where ws_tma_o holds and the host could build tmO): O leaves through shared memory;
+// QB (with TO, where ws_tma_o_qbuf holds): the staging area is Q's buffer.
+template <int D, int BN, int ST, bool PP, int NWG, typename T, bool TO = false, bool QB = false>
 __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     attn_fwd_ws(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                 const __grid_constant__ CUtensorMap tmV, const KParams p, int m_blocks
@@ -1605,13 +1625,14 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     constexpr int BM = 64 * NWG, NC = BN / 8, NO = D / 8, DB = D / 64;
     // SMSPLIT 1: everywhere; 2: where ptxas keeps it without spills (not d256, not d128 with BN > 128)
     constexpr bool SPLIT = ATTN_WS_SMSPLIT == 1 || (ATTN_WS_SMSPLIT == 2 && D != 256 && !(D == 128 && BN > 128));
-    constexpr bool MERGE = D == 64 ? ATTN_WS_MERGE64 : (D == 128 ? ATTN_WS_MERGE128 : (D == 192 ? false : ATTN_WS_MERGE256));
+    constexpr bool MERGE = ws_merge<D>();
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // wgmma / setmaxnreg are sm_90a only; the host never launches this kernel elsewhere
 #else
-    constexpr uint32_t kQBytes = BM * D * 2, kKV = BN * D * 2, kOBytes = TO ? BM * D * 2 : 0;
+    constexpr uint32_t kQBytes = BM * D * 2, kKV = BN * D * 2, kOBytes = TO && !QB ? BM * D * 2 : 0;
     static_assert(BN % 16 == 0 && BN <= 256 && D % 64 == 0 && (NWG == 2 || NWG == 3), "tile shape");
     static_assert(!TO || ATTN_WS_TMA_O, "TO needs the tmO parameter");
+    static_assert(!QB || (TO && !MERGE), "QB: O staged in Q's buffer, which a merged boundary still reads");
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
     // TO: the O staging area (consumer c's 64 rows at sO + c * 64 * D * 2, D / 64 column blocks of 64 rows x
@@ -1649,6 +1670,19 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             int q_it = 0, kv = 0;  // tiles handed over so far, K/V tiles so far (ring position)
             int t = blockIdx.x;
             while (true) {
+                if constexpr (QB) {  // K_0 of the next tile ahead of the Q wait: Q's buffer is free only after the epilogue
+                    if (t < total) {
+                        const WsTile w = ws_tile(p, t, m_blocks, BM, BN);
+                        if (w.n_tiles > 0) {
+                            const int hk = w.h / p.group, s = kv % ST;
+                            mbar_wait(WS_EMPTY_K(s), ((kv / ST) & 1) ^ 1);
+                            mbar_expect_tx(WS_FULL_K(s), kKV);
+#pragma unroll
+                            for (int c = 0; c < DB; ++c)
+                                tma_load_4d(sK + s * kKV + c * (BN * 128), &tmK, WS_FULL_K(s), c * 64, 0, hk, w.b);
+                        }
+                    }
+                }
                 mbar_wait(bQEmpty, (q_it & 1) ^ 1);  // the consumers are done with the previous tile's Q and id
                 st_shared_u32(sTile, (uint32_t)min(t, total));
                 if (t >= total) {
@@ -1664,7 +1698,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #pragma unroll
                     for (int c = 0; c < DB; ++c) tma_load_4d(sQ + c * (BM * 128), &tmQ, bQ, c * 64, w.m0, w.h, w.b);
                     for (int j = 0; j <= w.n_tiles; ++j) {
-                        if (j < w.n_tiles) {  // K_j
+                        if (j < w.n_tiles && (!QB || j > 0)) {  // K_j (QB: K_0 went ahead)
                             const int g = kv + j, s = g % ST;
                             mbar_wait(WS_EMPTY_K(s), ((g / ST) & 1) ^ 1);
                             mbar_expect_tx(WS_FULL_K(s), kKV);
@@ -1731,12 +1765,19 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     // the rows >= seqlen_q. Named barrier NWG + 1 + cw (ids 1..NWG are the ping-pong's) orders, per consumer:
     // the previous store's reads before the writes, the writes (made visible to the async proxy) before the
     // store. lse stays a plain store.
+    // QB (ATTN_WS_TMA_O_QBUF): the staging area is this consumer's 64 rows of Q's buffer (column block c at
+    // sQ + c * BM * 128 + cw * 64 * 128: the same 64 x 128 B swizzled blocks, 1024-aligned), which only this
+    // consumer's S GEMMs read; Q's empty barrier is arrived on here, once the store has read the staging, not
+    // after the tile's last S GEMM (the producer then loads the next tile's Q over it).
     auto store_o = [&](const WsTile& w, const float* o, const float (&m)[2], const float (&l4)[2]) {
 #if ATTN_WS_TMA_O
         if constexpr (TO) {
             const int bar_o = NWG + 1 + cw;
-            const uint32_t so = sO + cw * (64 * D * 2);
-            if (leader) bulk_wait_read0();  // the previous tile's store has read the staging area
+            constexpr uint32_t cstride = QB ? BM * 128 : 64 * 128;  // bytes between the staging's column blocks
+            const uint32_t so = QB ? sQ + cw * (64 * 128) : sO + cw * (64 * D * 2);
+            // the previous tile's store has read the staging area (QB: waited for before Q's empty arrival); the
+            // sync also orders every warp's completed GEMMs (QB: the S GEMMs reading Q) before the writes
+            if (!QB && leader) bulk_wait_read0();
             named_sync(bar_o, 128);
             const int xr = lane >> 2;
             const uint32_t rb = so + (16 * warp + xr) * 128 + (lane & 3) * 4;  // row 16 * warp + xr, bytes 4 * (lane & 3)
@@ -1747,15 +1788,19 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
 #pragma unroll
                 for (int c = 0; c < NO; ++c)  // columns 8c + t2, t2 + 1: column block c / 8, 16-byte chunk c % 8
-                    st_shared_u32(rb + i * 1024 + (c >> 3) * (64 * 128) + (((c & 7) ^ xr) << 4),
+                    st_shared_u32(rb + i * 1024 + (c >> 3) * cstride + (((c & 7) ^ xr) << 4),
                                   Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv));
             }
             fence_proxy_async();  // this thread's generic-proxy writes, visible to the TMA store
             named_sync(bar_o, 128);
             if (leader && w.m0 + 64 * cw < p.sq) {
 #pragma unroll
-                for (int c = 0; c < DB; ++c) tma_store_4d(&tmO, so + c * (64 * 128), c * 64, w.m0 + 64 * cw, w.h, w.b);
+                for (int c = 0; c < DB; ++c) tma_store_4d(&tmO, so + c * cstride, c * 64, w.m0 + 64 * cw, w.h, w.b);
                 bulk_commit();
+            }
+            if (QB && leader) {  // Q's buffer (this consumer's half) free for the next tile's Q
+                bulk_wait_read0();
+                mbar_arrive(bQEmpty);
             }
 #pragma unroll
             for (int i = 0; i < 2; ++i) {  // lse after the store is issued (off the fence's path)
@@ -1953,7 +1998,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             reg_fence(s);
             if (leader) {
                 mbar_arrive(WS_EMPTY_K(s0));
-                if (w.n_tiles == 1) mbar_arrive(bQEmpty);
+                if (!QB && w.n_tiles == 1) mbar_arrive(bQEmpty);
             }
             softmax(0, alpha_p);
             pack_p();
@@ -1974,7 +2019,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 reg_fence(s);
                 if (leader) {
                     mbar_arrive(WS_EMPTY_K(ks));
-                    if (j == w.n_tiles - 1) mbar_arrive(bQEmpty);  // the producer may load the next tile's Q
+                    if (!QB && j == w.n_tiles - 1) mbar_arrive(bQEmpty);  // the producer may load the next tile's Q
                 }
                 float alpha[2];
                 softmax(j, alpha);
@@ -2039,7 +2084,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             reg_fence(s);
             if (leader) {
                 mbar_arrive(WS_EMPTY_K(s0));
-                if (w.n_tiles == 1) mbar_arrive(bQEmpty);
+                if (!QB && w.n_tiles == 1) mbar_arrive(bQEmpty);
             }
             const float mo[2] = {m_r[0], m_r[1]}, lo[2] = {l_r[0], l_r[1]};
             m_r[0] = m_r[1] = -INFINITY;
@@ -2127,11 +2172,14 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
 #if ATTN_WS_TMA_O
     // O through shared memory and TMA where the staging area fits and O's strides make a map (box: one
     // consumer's 64 rows); else the kernel without it (store_rows), with the same (unused) map parameter.
+    // ATTN_WS_TMA_O_QBUF: where the staging does not fit, in Q's buffer (no more shared memory than without).
     alignas(64) CUtensorMap mo = mq;
-    if constexpr (ws_tma_o<D, BN, ST, NWG>()) {
+    if constexpr (ws_tma_o<D, BN, ST, NWG>() || ws_tma_o_qbuf<D, BN, ST, NWG>()) {
         if (make_map(&mo, kp.o, bf16, D, kp.sq, kp.hq, kp.batch, kp.o_rs, kp.o_hs, kp.o_bs, 64)) {
-            constexpr int smem_o = ws_smem_bytes<D, BN, ST, NWG, true>();
-            auto kern_o = attn_fwd_ws<D, BN, ST, PP, NWG, T, true>;
+            constexpr bool qb = !ws_tma_o<D, BN, ST, NWG>();
+            constexpr int smem_o = ws_smem_bytes<D, BN, ST, NWG, !qb>();
+            static_assert(smem_o <= 227 * 1024, "shared memory");
+            auto kern_o = attn_fwd_ws<D, BN, ST, PP, NWG, T, true, qb>;
             if (cudaFuncSetAttribute(kern_o, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_o) != cudaSuccess) return 3;
             kern_o<<<(unsigned)grid, 128 * (NWG + 1), smem_o, stream>>>(mq, mk, mv, kps, m_blocks, mo);
             return cudaGetLastError() == cudaSuccess ? 0 : 3;
@@ -2154,7 +2202,9 @@ int dispatch_ws(const KParams& kp, int D, bool bf16, int num_sms, cudaStream_t s
         case 64: return launch_ws<64, ATTN_WS_BN64, ATTN_WS_ST64, ATTN_WS_PP64 != 0, ATTN_WS_NWG64, T>(kp, bf16, num_sms, stream);
         case 128:
             if (kp.causal) return launch_ws<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T>(kp, bf16, num_sms, stream);
-            return launch_ws<128, ATTN_WS_BN128N, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T>(kp, bf16, num_sms, stream);
+            // ATTN_WS_TMA_O: BN 160, where the O staging area fits (BN 176 leaves no room for it)
+            return launch_ws<128, ATTN_WS_TMA_O ? ATTN_WS_BN128N_TMAO : ATTN_WS_BN128N, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T>(
+                kp, bf16, num_sms, stream);
         case 256: return launch_ws<256, ATTN_WS_BN256, ATTN_WS_ST256, ATTN_WS_PP256 != 0, 2, T>(kp, bf16, num_sms, stream);
 #if ATTN_WS_D192
         case 192: return launch_ws<192, ATTN_WS_BN192, 2, true, 2, T>(kp, bf16, num_sms, stream);

@@ -47,6 +47,13 @@ CHECKS = [
     # that cross seqlen_q), sq < sk, and sq > sk (rows without keys)
     (2, 1999, 1999, 16, 16, 128, True, torch.bfloat16), (1, 1500, 2500, 32, 32, 128, True, torch.float16),
     (1, 2500, 1500, 32, 32, 128, True, torch.bfloat16), (2, 2100, 2100, 32, 32, 64, False, torch.float16),
+    # d128 non-causal (ATTN_WS_TMA_O: BN 160 with its staging), d192 / d256 (ATTN_WS_TMA_O_QBUF: O staged in Q's
+    # buffer), >= 132 CTAs, partial last row blocks (sq 1050: the second consumer's rows all past seqlen_q),
+    # partial last key tiles, GQA, sq < sk and sq > sk (causal rows without keys)
+    (2, 1999, 1999, 16, 16, 128, False, torch.bfloat16), (1, 1500, 2500, 32, 32, 128, False, torch.float16),
+    (2, 1100, 1300, 12, 6, 192, False, torch.bfloat16), (2, 1999, 1999, 8, 8, 192, True, torch.float16),
+    (1, 2500, 1500, 16, 16, 192, True, torch.bfloat16), (2, 1050, 1050, 8, 8, 256, False, torch.float16),
+    (2, 1999, 1999, 8, 4, 256, True, torch.bfloat16), (1, 1500, 2500, 16, 16, 256, True, torch.float16),
 ]
 TOL = {torch.bfloat16: (1.5e-2, 1e-2), torch.float16: (2e-3, 2e-3)}
 
