@@ -3,7 +3,8 @@
 FlashAttention's own forward tests against it (:mod:`harness.export.peer`).
 
 ``template/`` holds the files copied into every exported package verbatim: ``runtime.py`` (the
-package's module) and ``build_backend.py`` (its PEP 517 backend). They are not imported by attnq.
+package's module), ``native/`` (the op's C++ CUDA kernel and its builder) and ``build_backend.py`` (its
+PEP 517 backend). They are not imported by attnq.
 """
 
 from harness.export.package import (

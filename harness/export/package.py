@@ -8,6 +8,8 @@ The package (written to ``out_dir``)::
     <name>/__init__.py    the one module: flash_attn_func + the torch custom op (template/runtime.py)
     <name>/kernel.json    name, version, kernel, source sha256, ABI version, nvcc, libraries by arch
     <name>/lib/<arch>.so  the kernel built by harness.compile.compile_kernel (policy on) for each arch
+    <name>/native/        the op's native CUDA kernel: op.cpp, a copy of attn_abi.h and its builder
+                          (template/native/; compiled with torch.utils.cpp_extension on first GPU use)
 
 ``pip install <out_dir>`` installs it; ``import <name>`` works without a GPU (the library is loaded on
 the first call).
@@ -29,6 +31,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 import harness
+from harness import ABI_HEADER
 from harness.abi import ABI_VERSION
 from harness.errors import InputError
 from harness.logging import get_logger
@@ -38,10 +41,13 @@ log = get_logger(__name__)
 TEMPLATE_DIR = Path(__file__).resolve().parent / "template"
 #: Package names that would shadow something the package itself or attnq imports, or torch's own op namespaces.
 RESERVED_NAMES = frozenset({"torch", "aten", "prim", "prims", "attnq", "harness", "questions", "mcp_server",
-                            "build_backend", "ctypes", "json", "struct", "math", "re", "threading", "hashlib"})
+                            "build_backend", "ctypes", "json", "struct", "math", "re", "threading", "hashlib", "os",
+                            "warnings", "shutil", "sys", "native"})
 #: What the package requires at install time (the custom op API it uses: torch.library.register_fake).
 TORCH_REQUIREMENT = "torch>=2.4"
 MANIFEST_NAME = "kernel.json"
+#: template/native/ files copied into <name>/native/ (next to a copy of kernels/attn_abi.h).
+NATIVE_FILES = ("__init__.py", "op.cpp")
 GENERATOR = "attnq export"
 
 
@@ -221,6 +227,10 @@ def export_kernel(kernel: str | Path, out_dir: str | Path, *, name: str | None =
         pkg = tmp / pkg_name
         (pkg / "lib").mkdir(parents=True)
         shutil.copyfile(TEMPLATE_DIR / "runtime.py", pkg / "__init__.py")
+        (pkg / "native").mkdir()
+        for file in NATIVE_FILES:
+            shutil.copyfile(TEMPLATE_DIR / "native" / file, pkg / "native" / file)
+        shutil.copyfile(ABI_HEADER, pkg / "native" / "attn_abi.h")
         for lib, res in zip(libraries, results):
             shutil.copyfile(res.library, pkg / lib.file)
         (pkg / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")

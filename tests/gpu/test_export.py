@@ -11,8 +11,11 @@ Checked on an H200:
 * CUDA-graph capture and replay (the workspace comes from the graph's pool) match eager, bit for bit;
 * a second GPU, when there is one, gets the kernel under a device guard on its own current stream;
 * backward says it is not available;
+* the native op (native/op.cpp, built on the first GPU use when the toolchain is there) gives the Python
+  implementation's bits and its exceptions;
 * per-call host overhead of the op and of flash_attn_func over a direct ``attn_fwd`` call (ctypes,
-  prebuilt params, preallocated outputs), target < 5 us; the figures go to ``$ATTNQ_EXPORT_REPORT``.
+  prebuilt params, preallocated outputs), target < 5 us, with the implementation that served them
+  (``impl``: native or python); the figures go to ``$ATTNQ_EXPORT_REPORT``.
 """
 
 from __future__ import annotations
@@ -178,6 +181,36 @@ def test_backward_says_forward_only(pkg) -> None:  # type: ignore[no-untyped-def
         out.float().sum().backward()
 
 
+@torch.no_grad()
+def test_native_op_matches_python_and_keeps_the_errors(pkg) -> None:  # type: ignore[no-untyped-def]
+    """The native kernel (when it could be built) gives the Python implementation's bits, hands empty inputs
+    and bad ones to it, and its exceptions come back with their classes and messages."""
+    q, k, v, _, _ = make_inputs(CASES[6])  # split-KV decode: a workspace from the caching allocator
+    pkg.flash_attn_func(q, k, v)  # the first use on a GPU has happened (builds the native op)
+    problem = importlib.import_module(f"{pkg.NAME}.native").toolchain_problem()
+    if problem is not None:
+        pytest.skip(f"the native op cannot be built on this machine: {problem}")
+    assert pkg.impl_kind() == "native", pkg._native_reason
+    python_fwd = getattr(torch.ops, pkg.NAME)._fwd_python
+    for case in (CASES[6], CASES[1], CASES[7], CASES[8]):
+        q, k, v, _, _ = make_inputs(case)
+        scale = case.softmax_scale or q.shape[-1] ** -0.5
+        out, lse = pkg.fwd(q, k, v, scale, case.causal, 7)
+        ref_out, ref_lse = python_fwd(q, k, v, scale, case.causal, 7)
+        torch.cuda.synchronize()
+        assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse), case.name
+    empty_k = k[:, :0]
+    out, lse = pkg.fwd(q, empty_k, empty_k, 0.1, False)
+    assert bool((out == 0).all()) and bool(torch.isposinf(lse).all())
+    assert pkg.fwd(q[:, :0], k, v, 0.1, False)[0].shape == q[:, :0].shape
+    with pytest.raises(pkg.UnsupportedArgument, match="dtype"):
+        pkg.fwd(q.float(), k.float(), v.float(), 0.1, False)
+    with pytest.raises(ValueError, match="must share one dtype"):
+        pkg.fwd(q, k.half() if k.dtype != torch.half else k.bfloat16(), v, 0.1, False)
+    with pytest.raises(ValueError, match="must be on one device"):
+        pkg.fwd(q, k.cpu(), v, 0.1, False)
+
+
 def _host_us(fn, calls: int = 200, repeats: int = 21) -> float:  # type: ignore[no-untyped-def]
     """Median host time per call (us) of ``calls`` back-to-back calls (the launch queue never fills)."""
     for _ in range(20):
@@ -206,7 +239,9 @@ def test_per_call_overhead_over_a_direct_attn_fwd_call(pkg) -> None:  # type: ig
     assert lib.workspace_bytes(params) == 0
     stream = torch.cuda.current_stream().cuda_stream
     op = pkg.fwd
-    figures = {"shape": "batch 1, seqlen 128, heads 4, head_dim 64, bf16",
+    pkg.flash_attn_func(q, k, v)  # the first use on a GPU (the native op is built then, when it can be)
+    figures = {"shape": "batch 1, seqlen 128, heads 4, head_dim 64, bf16", "impl": pkg.impl_kind(),
+               "impl_reason": pkg._native_reason,
                "direct_attn_fwd_us": _host_us(lambda: lib.fwd(params, stream)),
                "op_us": _host_us(lambda: op(q, k, v, 0.125, False)),
                "flash_attn_func_us": _host_us(lambda: pkg.flash_attn_func(q, k, v))}

@@ -27,6 +27,14 @@ Two entry points:
 The kernel library is loaded with ctypes on first use (importing needs no GPU) and called through
 attnq's C ABI (``attn_abi.h``, version in kernel.json): ``int attn_fwd(const attn_fwd_params*,
 cudaStream_t)``, nonzero meaning "configuration not supported" (raised as :class:`KernelDeclined`).
+
+The op's CUDA kernel has two implementations. On the first use on a GPU (or :func:`load_native`), the
+package builds ``native/op.cpp`` with ``torch.utils.cpp_extension`` when a C++ compiler, ninja and the
+CUDA headers are present (once: later processes reuse the cached build; ``native/__init__.py`` says
+where) and registers it as the op's CUDA kernel: a few microseconds of host time per call instead of
+the Python body's ~15. Otherwise, or with ``<PACKAGE>_NATIVE=0`` in the environment, the Python
+implementation serves it (a failed build says why in one ``RuntimeWarning``). Both run the same checks,
+raise the same exceptions and launch the same way; :func:`impl_kind` says which one is active.
 """
 
 from __future__ import annotations
@@ -35,9 +43,11 @@ import ctypes
 import hashlib
 import json
 import math
+import os
 import re
 import struct
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +59,11 @@ MANIFEST: dict[str, Any] = json.loads((_HERE / "kernel.json").read_text())
 NAME: str = MANIFEST["name"]
 ABI_VERSION: int = int(MANIFEST["abi_version"])
 
-__all__ = ["MANIFEST", "KernelDeclined", "NoGpuError", "UnsupportedArgument", "flash_attn_func", "fwd"]
+#: Set to 0 (or false, no, off) to keep the op on its Python implementation (no native build).
+NATIVE_ENV: str = f"{NAME.upper()}_NATIVE"
+
+__all__ = ["MANIFEST", "NATIVE_ENV", "KernelDeclined", "NoGpuError", "UnsupportedArgument", "flash_attn_func", "fwd",
+           "impl_kind", "load_native"]
 
 _DTYPES = {torch.bfloat16: 0, torch.float16: 1}  # attn_dtype in attn_abi.h
 
@@ -155,8 +169,13 @@ def _kernel(device: int) -> _Kernel:
                 raise NoGpuError(f"{NAME}: built for {', '.join(libs)}; GPU {device} ({name}) has compute capability "
                                  f"{major}.{minor}: export again with --arch for it")
             arch = min(fits, key=lambda a: (not a.endswith("a"), a.endswith("f")))  # the arch-specific build first
-            _kernels[device] = _Kernel(arch, _HERE / libs[arch]["file"], libs[arch].get("sha256"))
+            kern = _Kernel(arch, _HERE / libs[arch]["file"], libs[arch].get("sha256"))
             _num_sms[device] = torch.cuda.get_device_properties(device).multi_processor_count
+            _kernels[device] = kern
+            if not _native_tried:
+                _enable_native()  # the first use on a GPU: build (or reuse) the native op; attaches every library
+            elif _native is not None:
+                _attach(_native, device, kern)
     return _kernels[device]
 
 
@@ -300,16 +319,82 @@ def _fwd_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: 
     return q.new_empty((b, sq, hq, d)), q.new_empty((b, hq, sq), dtype=torch.float32)
 
 
+_SCHEMA = "(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, int sm_margin=0) -> (Tensor out, Tensor lse)"
 _LIB = torch.library.Library(NAME, "DEF")
-_LIB.define("fwd(Tensor q, Tensor k, Tensor v, float softmax_scale, bool causal, int sm_margin=0) "
-            "-> (Tensor out, Tensor lse)")
-_LIB.impl("fwd", _fwd_impl, "CUDA")
+_LIB.define("fwd" + _SCHEMA)
 _LIB.impl("fwd", _fwd_impl, "CPU")  # only to say plainly that a GPU is needed
 _LIB.impl("fwd", torch.library.fallthrough_kernel, "Autograd")  # not differentiable; see _ForwardOnly
 torch.library.register_fake(f"{NAME}::fwd", _fwd_fake, lib=_LIB)
+# The Python implementation under a name of its own: the native kernel hands it every input it does not serve
+# itself (errors, empty tensors, a declined configuration), so the exceptions and their messages are these.
+_LIB.define("_fwd_python" + _SCHEMA)
+_LIB.impl("_fwd_python", _fwd_impl, "CUDA")
+#: The op's CUDA kernel until the native one takes over (a Library of its own, so it can be unregistered alone).
+_PY_CUDA = torch.library.Library(NAME, "IMPL", "CUDA")
+_PY_CUDA.impl("fwd", _fwd_impl, "CUDA")
 
 #: ``fwd(q, k, v, softmax_scale, causal, sm_margin=0) -> (out, lse)``: the custom op (torch.ops.<package>.fwd).
 fwd = getattr(torch.ops, NAME).fwd.default
+
+
+# --------------------------------------------------------------------------------------------------
+# The native implementation (native/op.cpp): built and registered on first use on a GPU
+# --------------------------------------------------------------------------------------------------
+
+_native: Any = None  # native.NativeOp while it serves the op's CUDA kernel
+_native_reason: str | None = None  # why the Python implementation serves it (None before the first attempt)
+_native_tried = False
+
+
+def impl_kind() -> str:
+    """``"native"`` while native/op.cpp serves the op's CUDA kernel, else ``"python"`` (see the module docstring).
+
+    ``"python"`` until the first use on a GPU (or :func:`load_native`), and for good when the build failed
+    (the RuntimeWarning gave the reason) or ``<PACKAGE>_NATIVE=0`` (:data:`NATIVE_ENV`) is set.
+    """
+    return "python" if _native is None else "native"
+
+
+def load_native() -> str:
+    """Build (or reuse the cached build of) the native op and register it now, not at the first GPU call.
+
+    Needs no GPU. Returns :func:`impl_kind`; a failure warns once (RuntimeWarning, naming the reason) and
+    leaves the Python implementation in place. Tried once per process.
+    """
+    with _load_lock:
+        _enable_native()
+    return impl_kind()
+
+
+def _attach(op: Any, device: int, kern: _Kernel) -> bool:
+    return op.attach(device, kern.fwd, kern.ws, kern._last_error, kern._error_string, _num_sms[device])
+
+
+def _enable_native() -> None:
+    """Build, load and register the native kernel once (caller holds ``_load_lock``); on failure, warn once."""
+    global _native, _native_reason, _native_tried
+    if _native_tried:
+        return
+    _native_tried = True
+    setting = os.environ.get(NATIVE_ENV, "").strip()
+    if setting.lower() in ("0", "false", "no", "off"):
+        _native_reason = f"disabled by {NATIVE_ENV}={setting}"
+        return
+    try:
+        from . import native
+
+        op = native.NativeOp(native.build(NAME, ABI_VERSION))
+        for device, kern in _kernels.items():
+            _attach(op, device, kern)
+        op.register(NAME, "CUDA")  # the newest kernel registered for a key serves it
+    except Exception as exc:  # noqa: BLE001 - whatever the cause, the Python implementation stays
+        _native_reason = str(exc) or type(exc).__name__
+        warnings.warn(f"{NAME}: the native op is not available ({_native_reason}); the Python implementation "
+                      f"serves torch.ops.{NAME}.fwd (set {NATIVE_ENV}=0 to skip the attempt)", RuntimeWarning,
+                      stacklevel=2)
+        return
+    _native = op
+    _PY_CUDA._destroy()  # the Python kernel, now shadowed, goes (torch.ops.<package>._fwd_python stays)
 
 
 class _ForwardOnly(torch.autograd.Function):
@@ -393,8 +478,8 @@ def flash_attn_func(
         softmax_scale = q.shape[-1] ** -0.5
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         out, lse = _ForwardOnly.apply(q, k, v, softmax_scale, bool(causal), sm_margin)
-    elif _is_compiling() or not (q.is_cuda and type(q) is torch.Tensor):
-        out, lse = fwd(q, k, v, softmax_scale, bool(causal), sm_margin)  # traced (torch.compile), or a subclass
+    elif _native is not None or _is_compiling() or not (q.is_cuda and type(q) is torch.Tensor):
+        out, lse = fwd(q, k, v, softmax_scale, bool(causal), sm_margin)  # native, traced (torch.compile), or a subclass
     else:
         # eager: the op's body without the dispatcher's round trip into Python (same checks, same launch)
         _check_tensors(q, k, v)
