@@ -239,7 +239,11 @@ d = json.load(open(sys.argv[1]))
 print("direct attn_fwd %.2f, op %.2f (+%.2f), flash_attn_func %.2f (+%.2f); target +%g: %s; impl %s%s" % (
       d["direct_attn_fwd_us"], d["op_us"], d["op_overhead_us"], d["flash_attn_func_us"],
       d["flash_attn_func_overhead_us"], d["target_us"], "met" if d["target_met"] else "NOT met", d.get("impl"),
-      " (%s)" % d["impl_reason"] if d.get("impl_reason") else ""))' "$OUT/export_overhead.json")"
+      " (%s)" % d["impl_reason"] if d.get("impl_reason") else ""))
+if "python_op_us" in d:
+    print("     python (the default) op %.2f (+%.2f), flash_attn_func %.2f (+%.2f)" % (d["python_op_us"],
+          d["python_op_us"] - d["direct_attn_fwd_us"], d["python_flash_attn_func_us"],
+          d["python_flash_attn_func_us"] - d["direct_attn_fwd_us"]))' "$OUT/export_overhead.json")"
       if [ -n "${FA_TESTS:-}" ]; then
         attnq peer-test kernels/attn_fast.cu --fa-tests "$FA_TESTS" --select "${PEER_SELECT:-test_flash_attn_output}" \
           --json > "$OUT/logs/peer_fast.json" 2> "$OUT/logs/peer_fast.err"

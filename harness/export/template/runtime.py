@@ -28,13 +28,15 @@ The kernel library is loaded with ctypes on first use (importing needs no GPU) a
 attnq's C ABI (``attn_abi.h``, version in kernel.json): ``int attn_fwd(const attn_fwd_params*,
 cudaStream_t)``, nonzero meaning "configuration not supported" (raised as :class:`KernelDeclined`).
 
-The op's CUDA kernel has two implementations. On the first use on a GPU (or :func:`load_native`), the
-package builds ``native/op.cpp`` with ``torch.utils.cpp_extension`` when a C++ compiler, ninja and the
-CUDA headers are present (once: later processes reuse the cached build; ``native/__init__.py`` says
-where) and registers it as the op's CUDA kernel: a few microseconds of host time per call instead of
-the Python body's ~15. Otherwise, or with ``<PACKAGE>_NATIVE=0`` in the environment, the Python
-implementation serves it (a failed build says why in one ``RuntimeWarning``). Both run the same checks,
-raise the same exceptions and launch the same way; :func:`impl_kind` says which one is active.
+The op's CUDA kernel has two implementations. The Python one serves it by default (measured on an H200,
+2026-12-01: ~14-16 us of host time per call over a direct ``attn_fwd`` call). Opt in to the native one
+with ``<PACKAGE>_NATIVE=1`` in the environment (then on the first use on a GPU) or :func:`load_native`:
+the package builds ``native/op.cpp`` with ``torch.utils.cpp_extension`` when a C++ compiler, ninja and
+the CUDA headers are present (once: later processes reuse the cached build; ``native/__init__.py`` says
+where) and registers it as the op's CUDA kernel (expected: a few microseconds per call; not yet measured
+on a GPU, hence opt-in). A failed build says why in one ``RuntimeWarning`` and leaves the Python
+implementation; ``<PACKAGE>_NATIVE=0`` refuses even :func:`load_native`. Both run the same checks, raise
+the same exceptions and launch the same way; :func:`impl_kind` says which one is active.
 """
 
 from __future__ import annotations
@@ -172,7 +174,7 @@ def _kernel(device: int) -> _Kernel:
             kern = _Kernel(arch, _HERE / libs[arch]["file"], libs[arch].get("sha256"))
             _num_sms[device] = torch.cuda.get_device_properties(device).multi_processor_count
             _kernels[device] = kern
-            if not _native_tried:
+            if not _native_tried and _native_opted_in():
                 _enable_native()  # the first use on a GPU: build (or reuse) the native op; attaches every library
             elif _native is not None:
                 _attach(_native, device, kern)
@@ -349,8 +351,9 @@ _native_tried = False
 def impl_kind() -> str:
     """``"native"`` while native/op.cpp serves the op's CUDA kernel, else ``"python"`` (see the module docstring).
 
-    ``"python"`` until the first use on a GPU (or :func:`load_native`), and for good when the build failed
-    (the RuntimeWarning gave the reason) or ``<PACKAGE>_NATIVE=0`` (:data:`NATIVE_ENV`) is set.
+    ``"python"`` unless the native op was asked for (``<PACKAGE>_NATIVE=1``, :data:`NATIVE_ENV`, then from
+    the first use on a GPU; or :func:`load_native`) and built; for good when the build failed (the
+    RuntimeWarning gave the reason) or ``<PACKAGE>_NATIVE=0`` is set.
     """
     return "python" if _native is None else "native"
 
@@ -364,6 +367,11 @@ def load_native() -> str:
     with _load_lock:
         _enable_native()
     return impl_kind()
+
+
+def _native_opted_in() -> bool:
+    """``<PACKAGE>_NATIVE`` is 1/true/yes/on: build the native op on the first use on a GPU."""
+    return os.environ.get(NATIVE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _attach(op: Any, device: int, kern: _Kernel) -> bool:
