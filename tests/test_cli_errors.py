@@ -225,3 +225,9 @@ def test_compile_table_says_static_smem(ws: Path) -> None:
     r = attnq("compile", "k.cu", "--cache-dir", str(ws / "build"), cwd=ws, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "smem(static)" in r.stdout.splitlines()[0], r.stdout
+
+
+def test_an_unknown_log_level_is_said_not_ignored(ws: Path) -> None:
+    r = attnq("questions", "list", cwd=ws, env={"ATTNQ_LOG_LEVEL": "loud"})
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "ATTNQ_LOG_LEVEL='loud' is not one of debug, info, warning" in r.stderr, r.stderr
