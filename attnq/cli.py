@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from harness.config import env_note, settings_error_text
 from harness.errors import AttnqError, internal_error_text
 from harness.logging import configure_logging
 from questions.text import printable
@@ -83,9 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def format_validation_error(exc: ValidationError, *, limit: int = 3) -> str:
-    """``field: message; ...`` for the first ``limit`` errors (no input echo, no errors.pydantic.dev URL)."""
+    """``field: message; ...`` for the first ``limit`` errors (no input echo, no errors.pydantic.dev URL; a
+    value from an ``ATTNQ_*`` variable names it, harness.config.env_note)."""
     errors = exc.errors(include_url=False)
-    parts = [f"{'.'.join(str(x) for x in e.get('loc', ())) or 'value'}: {e.get('msg', 'invalid')}"
+    note = env_note if exc.title == "Settings" else (lambda _e: "")  # a bad ATTNQ_* variable is named
+    parts = [f"{'.'.join(str(x) for x in e.get('loc', ())) or 'value'}: {e.get('msg', 'invalid')}{note(e)}"
              for e in errors[:limit]]
     if len(errors) > limit:
         parts.append(f"... {len(errors) - limit} more")
@@ -132,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
     except ValidationError as err:
         return _fail(args, "input_error", f"invalid value: {format_validation_error(err)}")
     except SettingsError as err:
-        return _fail(args, "input_error", f"invalid value: {err}")
+        return _fail(args, "input_error", f"invalid value: {settings_error_text(err)}")
     except BrokenPipeError:
         raise
     except OSError as err:

@@ -99,6 +99,7 @@ class DaskPool:
         self.cluster: Any = None
         self.gpu_map: dict[str, int] | None = None
         if scheduler:
+            check_scheduler_address(scheduler)
             try:
                 self.client = Client(scheduler, timeout=f"{connect_timeout_s}s")
             except (OSError, TimeoutError) as exc:
@@ -133,6 +134,25 @@ class DaskPool:
         finally:
             if self.cluster is not None:
                 self.cluster.close()
+
+
+def check_scheduler_address(scheduler: str) -> None:
+    """Refuse a scheduler address Dask cannot parse (``bogus``, ``tcp://host`` without a port) before a
+    ``Client`` is made: distributed's Client raises a bare ValueError for it, and a Client that failed
+    half-way can deadlock the next one in the same process (its __del__ stops the shared event loop).
+
+    Raises:
+        InputError: naming the address and the form it needs.
+    """
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(scheduler)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except ValueError as exc:  # "missing port number in address 'x'", "invalid address ..."
+        raise InputError(f"--scheduler {scheduler!r} is not a Dask scheduler address ({exc}): "
+                         "give tcp://HOST:PORT") from None
 
 
 def make_pool(gpus: list[int], *, backend: str = "local", scheduler: str | None = None,

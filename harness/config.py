@@ -5,6 +5,8 @@ Every field maps to ``ATTNQ_<FIELD>`` (e.g. ``ATTNQ_WORKSPACE``, ``ATTNQ_GPU``, 
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -100,3 +102,30 @@ class Settings(BaseSettings):
         if full != root and root not in full.parents:
             raise WorkspaceError(f"{path} is outside the workspace {root}")
         return full
+
+
+def env_note(error: dict) -> str:
+    """`` (from ATTNQ_X='value')`` when one pydantic error of :class:`Settings` (``ValidationError.errors()``
+    item) is about a value that came from an ``ATTNQ_*`` variable, else ``""``: the user set a variable, and
+    the message should name it, not the field. A value given by a flag (a number, not the variable's text)
+    gets no note."""
+    loc = error.get("loc") or ()
+    if len(loc) != 1 or not isinstance(loc[0], str):
+        return ""
+    name = f"ATTNQ_{loc[0].upper()}"
+    raw = os.environ.get(name)
+    if raw is None or not isinstance(error.get("input"), str) or error["input"] != raw:
+        return ""
+    return f" (from {name}={raw[:80]!r})"
+
+
+def settings_error_text(err: Exception) -> str:
+    """A pydantic_settings ``SettingsError`` (an ``ATTNQ_*`` variable that is not even parseable, e.g. a
+    list-valued one that is not JSON) as one line naming the variable and the expected form."""
+    match = re.search(r'field "([a-z_]+)"', str(err))
+    if not match:
+        return str(err)
+    name = f"ATTNQ_{match.group(1).upper()}"
+    raw = os.environ.get(name, "")
+    example = ' (e.g. ATTNQ_BANK_PATHS=\'["team.toml", "mine.toml"]\')' if match.group(1) == "bank_paths" else ""
+    return f"{name}={raw[:80]!r} is not valid: this variable takes a JSON value{example}"

@@ -9,12 +9,15 @@ import sys
 import structlog
 
 _configured = False
+#: The levels ``ATTNQ_LOG_LEVEL`` (and ``--log-level``) take.
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def configure_logging(level: str | None = None, path: str | None = None) -> None:
     """Configure structlog once: JSON to stderr, or to ``path`` (``ATTNQ_LOG_FILE``) when given.
 
-    ``level`` defaults to ``ATTNQ_LOG_LEVEL`` or ``warning``. A log file that cannot be opened (missing
+    ``level`` defaults to ``ATTNQ_LOG_LEVEL`` or ``warning`` (an unknown name: one warning line on stderr,
+    then ``warning``). A log file that cannot be opened (missing
     directory, no permission, ``/proc``) is not fatal: one warning line goes to stderr and logs stay on
     stderr.
     """
@@ -22,6 +25,10 @@ def configure_logging(level: str | None = None, path: str | None = None) -> None
     if _configured:
         return
     name = (level or os.environ.get("ATTNQ_LOG_LEVEL", "warning")).upper()
+    if name not in _LEVELS:  # a typo in ATTNQ_LOG_LEVEL must not silently give another level
+        print(f"attnq: warning: ATTNQ_LOG_LEVEL={name.lower()!r} is not one of "
+              f"{', '.join(x.lower() for x in _LEVELS)}; logging at warning", file=sys.stderr)
+        name = "WARNING"
     target = path or os.environ.get("ATTNQ_LOG_FILE")
     stream = sys.stderr
     if target:

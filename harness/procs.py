@@ -12,15 +12,28 @@ def communicate_or_kill(proc: subprocess.Popen, timeout_s: float, input: str | N
     """``proc.communicate(input)`` within ``timeout_s`` seconds. On timeout the process's group is killed
     (SIGKILL: the child and whatever it started; ``proc`` must have been started with
     ``start_new_session=True``) and what it wrote is still collected. Returns ``(stdout, stderr,
-    timed_out)``; a stream that was not piped comes back as ``""``."""
+    timed_out)``; a stream that was not piped comes back as ``""``.
+
+    Ctrl-C (KeyboardInterrupt) or any other exception while waiting kills the group too before it
+    propagates: the child runs in a session of its own, so the terminal's SIGINT never reaches it, and an
+    nvcc or a mutator command (an agent) would otherwise run on, orphaned, after ``attnq`` exited."""
     try:
         out, err = proc.communicate(input, timeout=timeout_s)
         timed_out = False
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:  # pragma: no cover - already gone
-            pass
+        _kill_group(proc)
         out, err = proc.communicate()
         timed_out = True
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
     return out or "", err or "", timed_out
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group ``proc`` leads (a no-op when it is already gone)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:  # pragma: no cover - already gone
+        pass

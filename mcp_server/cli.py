@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from harness.anchors import GOAL_TARGETS
-from harness.config import Settings
+from harness.config import Settings, env_note, settings_error_text
 from harness.errors import AttnqError, InputError
 from harness.scenarios import suite_choices_text
 from mcp_server.jobs import Limits
@@ -150,11 +150,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"attnq serve: {err.message}", file=sys.stderr)
         return err.exit_code
     except ValidationError as err:
-        msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors(include_url=False)[:3])
+        note = env_note if err.title == "Settings" else (lambda _e: "")  # a bad ATTNQ_* variable is named
+        msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}{note(e)}" for e in err.errors(include_url=False)[:3])
         print(f"attnq serve: invalid value: {msgs}", file=sys.stderr)
         return 2
     except (SettingsError, OSError) as err:  # a bad ATTNQ_* variable; an unusable path
-        text = f"{err.strerror}: {err.filename}" if isinstance(err, OSError) and err.filename else str(err)
+        if isinstance(err, SettingsError):
+            text = f"invalid value: {settings_error_text(err)}"
+        else:
+            text = f"{err.strerror}: {err.filename}" if err.filename else str(err)
         print(f"attnq serve: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -61,9 +61,22 @@ def test_verify_invalid_flag_values(ws: Path, flags: list[str], field: str) -> N
 @pytest.mark.parametrize(("env", "field"), [({"ATTNQ_GPU": "abc"}, "gpu"),
                                             ({"ATTNQ_GOAL_SPEEDUP": "-1"}, "goal_speedup")])
 def test_invalid_environment_values(ws: Path, env: dict[str, str], field: str) -> None:
-    for args in (["verify", "k.cu"], ["trace", "campaigns"]):
+    (name, value), = env.items()
+    for args in (["verify", "k.cu"], ["trace", "campaigns"], ["serve"]):
         line = plain_error(attnq(*args, cwd=ws, env=env))
-        assert f"invalid value: {field}:" in line, line
+        assert f"invalid value: {field}:" in line and f"(from {name}={value!r})" in line, line
+
+
+def test_a_flag_value_is_not_blamed_on_the_variable(ws: Path) -> None:
+    line = plain_error(attnq("serve", "--goal-speedup", "-1", cwd=ws, env={"ATTNQ_GOAL_SPEEDUP": "2"}))
+    assert "invalid value: goal_speedup:" in line and "ATTNQ_" not in line, line
+
+
+def test_a_list_variable_that_is_not_json(ws: Path) -> None:
+    for args in (["reflect"], ["serve"]):
+        line = plain_error(attnq(*args, cwd=ws, env={"ATTNQ_BANK_PATHS": "team.toml"}))
+        assert "ATTNQ_BANK_PATHS='team.toml' is not valid" in line and "JSON" in line, line
+        assert "EnvSettingsSource" not in line, line
 
 
 def test_invalid_value_as_json(ws: Path) -> None:
@@ -212,3 +225,9 @@ def test_compile_table_says_static_smem(ws: Path) -> None:
     r = attnq("compile", "k.cu", "--cache-dir", str(ws / "build"), cwd=ws, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "smem(static)" in r.stdout.splitlines()[0], r.stdout
+
+
+def test_an_unknown_log_level_is_said_not_ignored(ws: Path) -> None:
+    r = attnq("questions", "list", cwd=ws, env={"ATTNQ_LOG_LEVEL": "loud"})
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "ATTNQ_LOG_LEVEL='loud' is not one of debug, info, warning" in r.stderr, r.stderr

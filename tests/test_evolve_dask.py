@@ -8,6 +8,7 @@ import pytest
 
 from evolve.evaluate import run_stage
 from evolve.pool import DaskPool
+from harness.errors import InputError
 from tests.evolve_support import SEED, fingerprint, knob_config, run_knob, state_dir
 
 distributed = pytest.importorskip("distributed", reason="the dask backend needs `pip install -e '.[dev]'`")
@@ -43,3 +44,10 @@ def test_a_running_scheduler_is_used_by_address(tmp_path_factory: pytest.TempPat
             pool.close()
     want = run_stage(spec, SEED.read_text(), "seed", "quick")
     assert got.status == "correct" and got.fitness == want.fitness and got.worker.endswith(":gpu0")
+
+
+@pytest.mark.parametrize("address", ["bogus", "tcp://host-without-port"])
+def test_a_malformed_scheduler_address_is_an_input_error(address: str) -> None:
+    with pytest.raises(InputError, match="is not a Dask scheduler address") as info:
+        DaskPool([0], scheduler=address, connect_timeout_s=5.0)
+    assert "tcp://HOST:PORT" in info.value.message

@@ -162,3 +162,14 @@ def test_an_empty_campaign_is_not_asked_about_earlier_attempts(tmp_path: Path) -
             for trigger in (None, "churn", "stall", "declared_limit"):
                 asked.add(reflect(store, bank, trigger=trigger, settings=settings).question_id)
     assert asked and not asked & needs_attempts, asked & needs_attempts
+
+
+def test_evolve_with_a_malformed_scheduler_is_an_input_error_and_creates_no_run(tmp_path: Path) -> None:
+    """A typo in --scheduler (no port) was a crash (exit 70, a traceback) that left a run 'running'."""
+    shutil.copy(ORIGINAL_KERNEL, tmp_path / "seed.cu")
+    r = attnq("evolve", "--from", "seed.cu", "--scheduler", "bogus", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    assert "--scheduler 'bogus' is not a Dask scheduler address" in r.stderr, r.stderr
+    assert "started evolve run" not in r.stderr
+    with EvolveDB.for_state_dir(Settings(workspace=tmp_path).state_dir) as db:
+        assert db.runs() == []

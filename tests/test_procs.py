@@ -4,7 +4,9 @@ process group (the child and what it started) killed."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 import time
 
 from harness.procs import communicate_or_kill
@@ -34,3 +36,40 @@ def test_a_child_past_its_limit_is_killed_with_what_it_started(tmp_path) -> None
         time.sleep(0.05)
     else:
         raise AssertionError(f"the grandchild {grandchild} outlived the kill")
+
+
+def test_ctrl_c_while_waiting_kills_the_group(tmp_path) -> None:
+    """SIGINT to a Python process waiting in communicate_or_kill (what Ctrl-C sends): the child runs in a
+    session of its own and never sees the terminal's SIGINT, so it must be killed by us, grandchild too."""
+    pid_file = tmp_path / "grandchild.pid"
+    script = (
+        "import subprocess, sys\n"
+        "from harness.procs import communicate_or_kill\n"
+        "p = subprocess.Popen(['/bin/sh', '-c', sys.argv[1]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,"
+        " text=True, start_new_session=True)\n"
+        "try:\n"
+        "    communicate_or_kill(p, 120.0)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    waiter = subprocess.Popen([sys.executable, "-c", script, f"sleep 60 & echo $! > {pid_file}; wait"],
+                              stdout=subprocess.PIPE, text=True, env=env)
+    for _ in range(200):  # until the grandchild has started
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        time.sleep(0.05)
+    grandchild = int(pid_file.read_text())
+    waiter.send_signal(signal.SIGINT)
+    out, _ = waiter.communicate(timeout=30)
+    assert out == "interrupted\n"
+    for _ in range(100):
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(grandchild, signal.SIGKILL)
+        raise AssertionError(f"the grandchild {grandchild} outlived Ctrl-C")

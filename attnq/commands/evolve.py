@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     from evolve.db import EvolveDB
     from evolve.driver import run_search, start_or_resume
     from evolve.mutators import CommandMutator, KnobMutator
-    from evolve.pool import make_pool
+    from evolve.pool import check_scheduler_address, make_pool
     from evolve.report import build_report, render_report, render_status, run_status
 
     settings, store = open_store(args)
@@ -80,6 +80,8 @@ def _run(args: argparse.Namespace) -> int:
         cfg = _config(args, settings)
         bank = open_bank(settings, store)
         campaign = store.campaign_id
+    if cfg.scheduler:
+        check_scheduler_address(cfg.scheduler)  # before a run is created: a typo leaves no run behind
     arms = [a.strip() for a in args.arms.split(",") if a.strip()] if args.arms else [None]
     seed_path = Path(args.source) if args.source else None
     if seed_path is None and args.run is None:
