@@ -24,7 +24,8 @@ Stage = Literal["compile", "quick", "full"]
 PLAIN_INSTRUCTION = "Make it faster."
 #: Fields a resumed run takes from the new invocation instead of the stored config.
 RESUMABLE_FIELDS = ("max_evaluations", "max_gpu_hours", "max_wall_s", "max_generations", "gpus", "backend",
-                    "scheduler", "compile_workers", "mutator_cmd", "parallel_mutators", "mutator_timeout_s")
+                    "scheduler", "scheduler_timeout_s", "compile_workers", "mutator_cmd", "parallel_mutators",
+                    "mutator_timeout_s")
 _KNOB_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -139,6 +140,7 @@ class EvolveConfig(BaseSettings):
     gpus: list[int] = Field(default_factory=lambda: [0], min_length=1)
     backend: Literal["local", "dask"] = "local"
     scheduler: str | None = Field(default=None, description="Dask scheduler address (tcp://host:8786)")
+    scheduler_timeout_s: float = Field(default=30.0, gt=0, description="how long to try to reach --scheduler")
     compile_workers: int = Field(default=4, ge=1, le=256)
 
     @field_validator("gpus")

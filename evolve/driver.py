@@ -10,6 +10,7 @@ that the MCP tools use (an MCP agent is the mutator there).
 from __future__ import annotations
 
 import random
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,10 @@ def latest_run(db: EvolveDB, campaign_id: str) -> RunRecord | None:
     runs = db.runs(campaign_id)
     running = [r for r in runs if r.state == "running"]
     return (running or runs or [None])[-1]
+
+
+#: An evolve run's name: also its folder under ``<state>/evolve/`` (programs), so no path separators or dots first.
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 def new_run_id(db: EvolveDB, base: str = "evolve") -> str:
@@ -62,10 +67,14 @@ def start_or_resume(db: EvolveDB, *, campaign_id: str, state_dir: Path, cfg: Evo
     run from ``seed_path``.
 
     Raises:
-        InputError: the seed file cannot be read; a named run belongs to another campaign.
+        InputError: the seed file cannot be read; a named run belongs to another campaign; ``run_id`` is not a
+            plain name (:data:`RUN_NAME`: it names a folder).
         StoreError: ``resume`` is False and the run exists.
         AnchorUnavailableError, NoGpuError: from :func:`preflight`, before anything is written.
     """
+    if run_id is not None and not RUN_NAME.fullmatch(run_id):  # the name is a folder under <state>/evolve/
+        raise InputError(f"evolve run name {run_id!r}: use letters, digits, '.', '_' and '-' (up to 100, "
+                         "starting with a letter or digit), e.g. h200-knobs")
     if run_id is not None and (rec := db.run_or_none(run_id)) is not None:
         if not resume:
             raise StoreError(f"evolve run {run_id!r} exists: resume it (drop --new) or choose another --run")

@@ -156,8 +156,8 @@ def check_scheduler_address(scheduler: str) -> None:
 
 
 def make_pool(gpus: list[int], *, backend: str = "local", scheduler: str | None = None,
-              compile_workers: int = 4) -> EvalPool:
-    """The pool for a run's placement settings."""
+              compile_workers: int = 4, connect_timeout_s: float = 30.0) -> EvalPool:
+    """The pool for a run's placement settings (``connect_timeout_s``: how long to try to reach ``scheduler``)."""
     if backend == "dask" or scheduler:
-        return DaskPool(gpus, scheduler=scheduler, compile_workers=compile_workers)
+        return DaskPool(gpus, scheduler=scheduler, compile_workers=compile_workers, connect_timeout_s=connect_timeout_s)
     return LocalPool(gpus, compile_workers=compile_workers)

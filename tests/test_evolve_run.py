@@ -17,6 +17,7 @@ from evolve.engine import Budget, Search
 from evolve.mutators import KnobMutator, set_knobs
 from evolve.pool import LocalPool
 from evolve.report import build_report
+from harness.errors import InputError
 from tests.evolve_support import SEED, fingerprint, knob_config, run_knob, state_dir
 
 
@@ -141,3 +142,18 @@ def test_cli_status_report_export_and_the_exported_file_is_a_candidate(climbed, 
     assert main(["verify", "best.cu", "--no-record"]) in (0, 1, 3)  # 3 here: the build passed, no GPU
     assert main(["evolve", "report", "--run", "nope"]) == 2
     assert "no evolve run 'nope'" in capsys.readouterr().err
+
+
+def test_a_run_name_that_is_not_a_plain_name_is_refused_and_nothing_is_written(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The run name is a folder under <state>/evolve/: '../x' would put programs outside the state dir."""
+    st = state_dir(tmp_path_factory, "evolve-names")
+    db = EvolveDB.for_state_dir(st)
+    for bad in ("../x", "a/b", ".hidden", "", "x" * 101, "name with space"):
+        with pytest.raises(InputError, match="evolve run name"):
+            start_or_resume(db, campaign_id="default", state_dir=st, cfg=knob_config(seed=3), run_id=bad,
+                            seed_path=SEED)
+    assert db.runs() == [] and not (st.parent / "x").exists()
+    search, created = start_or_resume(db, campaign_id="default", state_dir=st, cfg=knob_config(seed=3),
+                                      run_id="h200-knobs.v2_1", seed_path=SEED)
+    assert created and search.run_id == "h200-knobs.v2_1"

@@ -173,3 +173,16 @@ def test_evolve_with_a_malformed_scheduler_is_an_input_error_and_creates_no_run(
     assert "started evolve run" not in r.stderr
     with EvolveDB.for_state_dir(Settings(workspace=tmp_path).state_dir) as db:
         assert db.runs() == []
+
+
+def test_evolve_with_an_unreachable_scheduler_leaves_the_run_failed_not_running(tmp_path: Path) -> None:
+    """A well-formed address nobody listens on: exit 2 after --scheduler-timeout, and the run it created says
+    failed with the reason (it stayed 'running', with its seed pending, for good)."""
+    shutil.copy(ORIGINAL_KERNEL, tmp_path / "seed.cu")
+    r = attnq("evolve", "--from", "seed.cu", "--evaluator", "compile_facts", "--scheduler", "tcp://127.0.0.1:1",
+              "--scheduler-timeout", "2", "--run", "unreachable", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    with EvolveDB.for_state_dir(Settings(workspace=tmp_path).state_dir) as db:
+        (run,) = db.runs()
+        assert (run.run_id, run.state) == ("unreachable", "failed")
+        assert run.stop_reason.startswith("the evaluation pool could not be started")

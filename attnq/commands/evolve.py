@@ -33,7 +33,8 @@ _FIELDS = {
     "full_suite": "full_suite", "full_min_gain": "full_min_gain", "goal": "goal_speedup",
     "goal_against": "goal_against", "max_evals": "max_evaluations", "max_gpu_hours": "max_gpu_hours",
     "max_wall_s": "max_wall_s", "generations": "max_generations", "evaluator": "evaluator", "arch": "arch",
-    "backend": "backend", "scheduler": "scheduler", "compile_workers": "compile_workers",
+    "backend": "backend", "scheduler": "scheduler", "scheduler_timeout": "scheduler_timeout_s",
+    "compile_workers": "compile_workers",
 }
 
 
@@ -98,8 +99,13 @@ def _run(args: argparse.Namespace) -> int:
                                               run_id=rid, seed_path=seed_path, bank=bank, resume=not args.new)
             _say(f"{'started' if created else 'resumed'} evolve run {search.run_id} (arm {search.cfg.arm}, "
                  f"mutator {search.cfg.mutator}, evaluator {search.cfg.evaluator})")
-            pool = make_pool(search.cfg.gpus, backend=search.cfg.backend, scheduler=search.cfg.scheduler,
-                             compile_workers=search.cfg.compile_workers)
+            try:
+                pool = make_pool(search.cfg.gpus, backend=search.cfg.backend, scheduler=search.cfg.scheduler,
+                                 compile_workers=search.cfg.compile_workers,
+                                 connect_timeout_s=search.cfg.scheduler_timeout_s)
+            except BaseException as exc:  # an unreachable scheduler, Ctrl-C while connecting: the run is not left "running"
+                search.finish("failed", f"the evaluation pool could not be started: {str(exc) or type(exc).__name__}")
+                raise
             try:
                 if search.cfg.mutator == "mcp":
                     rec = _seed_only(search, pool)
@@ -247,6 +253,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     g.add_argument("--gpus", default=None, help="device indexes, e.g. 0,1 (default ATTNQ_GPU)")
     g.add_argument("--backend", choices=("local", "dask"), default=None)
     g.add_argument("--scheduler", default=None, help="Dask scheduler address tcp://host:8786 (implies --backend dask)")
+    g.add_argument("--scheduler-timeout", type=float, default=None, help="seconds to try to reach --scheduler (30)")
     g.add_argument("--compile-workers", type=int, default=None)
     g.add_argument("--arch", default=None)
     add_common_args(p)

@@ -31,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
                  "peak_bytes_estimate": estimate_peak_bytes(s).total} for s in suite.scenarios]
         print(json.dumps({"name": suite.name, "description": suite.description, "scenarios": rows}, indent=2))
         return 0
-    print(f"suite {suite.name}: {len(suite.scenarios)} scenarios — {suite.description}")
+    n = len(suite.scenarios)
+    about = f" — {suite.description}" if suite.description else ""
+    print(f"suite {suite.name}: {n} scenario{'' if n == 1 else 's'}{about}")
     print("  groups: " + ", ".join(f"{g} {n}" for g, n in suite.groups().items()))
     for s in suite.scenarios:
         print(f"  {s.id:<72} {s.flops / 1e9:>10.2f} GFLOP  {estimate_peak_bytes(s).total / 2**30:>6.2f} GiB")
