@@ -1742,6 +1742,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     const int me = 1 + cw, other = 1 + (cw + 1) % NWG;
     if (PP && cw == NWG - 1) named_arrive(1, 256);
 
+    // lse of one row of tile w from its running max m and sum l (+inf where no key was seen)
+    auto store_lse = [&](const WsTile& w, int row, float m, float l) {
+        p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = l > 0.f ? (m * sl2 + log2f(l)) * kLn2 : INFINITY;
+    };
     // o / lse of this thread's two rows of tile w (o = 0 and lse = +inf where no key was seen).
     auto store_rows = [&](const WsTile& w, const float* o, const float (&m)[2], const float (&l4)[2]) {
 #pragma unroll
@@ -1755,8 +1759,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             for (int c = 0; c < NO; ++c)
                 *reinterpret_cast<uint32_t*>(og + 8 * c + t2) =
                     Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
-            if ((lane & 3) == 0)
-                p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = l > 0.f ? (m[i] * sl2 + log2f(l)) * kLn2 : INFINITY;
+            if ((lane & 3) == 0) store_lse(w, row, m[i], l);
         }
     };
     // ATTN_WS_TMA_O: the same values (o * (1 / l) packed to T) go to this consumer's staging area in the
@@ -1805,9 +1808,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #pragma unroll
             for (int i = 0; i < 2; ++i) {  // lse after the store is issued (off the fence's path)
                 const int row = w.m0 + rlane + 8 * i;
-                if ((lane & 3) == 0 && row < p.sq)
-                    p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] =
-                        l[i] > 0.f ? (m[i] * sl2 + log2f(l[i])) * kLn2 : INFINITY;
+                if ((lane & 3) == 0 && row < p.sq) store_lse(w, row, m[i], l[i]);
             }
             return;
         }
