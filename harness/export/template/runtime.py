@@ -279,7 +279,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: fl
     if v.stride(3) != 1:
         v = v.contiguous()
     with _DeviceGuard(device):
-        kern = _kernels.get(device) or _kernel(device)
+        kern = _kernel(device)
         buf, addr = _params_buffer()
         num_sms = max(1, _num_sms[device] - max(0, int(sm_margin)))
         qs, ks, vs, os_ = q.stride(), k.stride(), v.stride(), o.stride()
@@ -297,7 +297,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: fl
         if nbytes:
             workspace = q.new_empty(nbytes, dtype=torch.uint8)  # caching allocator (graph pool under capture)
             _WORKSPACE.pack_into(buf, _WORKSPACE_OFFSET, workspace.data_ptr(), nbytes)
-        status = kern.fwd(addr, _raw_stream(device) if _raw_stream is not None else _stream(device))
+        status = kern.fwd(addr, _stream(device))
         if status != 0:
             raise KernelDeclined(status, f"batch={b} seqlen_q={sq} seqlen_k={sk} num_heads_q={hq} "
                                          f"num_heads_kv={hk} head_dim={d} dtype={q.dtype} causal={bool(causal)}")
@@ -490,6 +490,5 @@ def flash_attn_func(
         out, lse = fwd(q, k, v, softmax_scale, bool(causal), sm_margin)  # native, traced (torch.compile), or a subclass
     else:
         # eager: the op's body without the dispatcher's round trip into Python (same checks, same launch)
-        _check_tensors(q, k, v)
-        out, lse = _launch(q, k, v, softmax_scale, bool(causal), sm_margin, _check_device(q, k, v))
+        out, lse = _fwd_impl(q, k, v, softmax_scale, bool(causal), sm_margin)
     return (out, lse) if return_attn_probs else out
