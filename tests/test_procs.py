@@ -22,20 +22,24 @@ def test_a_child_that_finishes_gives_its_output() -> None:
     assert (out, err, timed_out) == ("brief\n", "oops\n", False)
 
 
+def _gone(pid: int, within_s: float) -> bool:
+    """True once process ``pid`` no longer exists, polled every 50 ms for up to ``within_s`` seconds."""
+    for _ in range(int(within_s / 0.05)):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_a_child_past_its_limit_is_killed_with_what_it_started(tmp_path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     t0 = time.monotonic()
     out, _, timed_out = communicate_or_kill(_sh(f"echo started; sleep 60 & echo $! > {pid_file}; wait"), 0.5)
     assert timed_out and out == "started\n" and time.monotonic() - t0 < 10
     grandchild = int(pid_file.read_text())
-    for _ in range(50):  # SIGKILL of the group: the backgrounded sleep goes too
-        try:
-            os.kill(grandchild, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError(f"the grandchild {grandchild} outlived the kill")
+    assert _gone(grandchild, 2.5), f"the grandchild {grandchild} outlived the kill"  # SIGKILL of the group
 
 
 def test_ctrl_c_while_waiting_kills_the_group(tmp_path) -> None:
@@ -64,12 +68,6 @@ def test_ctrl_c_while_waiting_kills_the_group(tmp_path) -> None:
     waiter.send_signal(signal.SIGINT)
     out, _ = waiter.communicate(timeout=30)
     assert out == "interrupted\n"
-    for _ in range(100):
-        try:
-            os.kill(grandchild, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
+    if not _gone(grandchild, 5.0):
         os.kill(grandchild, signal.SIGKILL)
         raise AssertionError(f"the grandchild {grandchild} outlived Ctrl-C")

@@ -11,13 +11,17 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
 
 from harness import REPO_ROOT, child_pythonpath
+from harness.abi import make_params
 from harness.arena import HostArenas
+from harness.buffers import Buffers
 from harness.checker import HostDevice, Runner
 from harness.guard import build_entry_guard
 from harness.host_cover import HOST_COVER_CYCLES
@@ -96,6 +100,19 @@ def _sha(path: Path) -> str:
     import hashlib
 
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@contextmanager
+def _cpu_candidate(built: Path) -> Iterator[tuple[LauncherKernel, HostArenas]]:
+    """A CPU launcher process of the built host kernel, loaded, with the arenas it can be given; closed after."""
+    lib, sha = hostkernels.build(built)
+    arenas = HostArenas()
+    k = LauncherKernel("candidate", str(lib), sha, arenas=arenas, device="cpu")
+    try:
+        k.load()
+        yield k, arenas
+    finally:
+        k.close()
 
 
 def test_an_honest_kernel_in_its_own_process_is_correct(built: Path) -> None:
@@ -202,22 +219,13 @@ def test_the_device_tail_is_asked_of_the_launchers_and_logged(built: Path, tmp_p
     assert rec["split"] is True and len(order) >= 4 and order == [i % 2 == 1 for i in range(len(order))]
     assert all(s["tail_c"] == 0.0 and s["tail_o"] == 0.0 for s in rec["samples"])
     assert {s["process"] for s in rec["samples"] if s["repeat"]} == {1}  # repeats in the second launcher
-    lib, sha = hostkernels.build(built)
-    arenas = HostArenas()
-    k = LauncherKernel("candidate", str(lib), sha, arenas=arenas, device="cpu")
-    try:
-        k.load()
-        from harness.abi import make_params
-        from harness.buffers import Buffers
-
+    with _cpu_candidate(built) as (k, arenas):
         bufs = Buffers(torch, SC, torch.bfloat16, "cpu", allocate=arenas.allocate)
         k.attach(bufs)
         p = make_params(bufs.q, bufs.k, bufs.v, bufs.o_c, bufs.lse_c, softmax_scale=0.25, causal=True, num_sms=1)
         assert k.timed_call(p, tail=True).tail_ms == 0.0
         assert k.timed_call(p).tail_ms is None and k.call(p).tail_ms is None
         k.detach(bufs)
-    finally:
-        k.close()
 
 
 def test_one_candidate_launcher_when_the_diagnostic_asks(built: Path) -> None:
@@ -246,25 +254,14 @@ def test_sandbox_report_degrades_with_a_warning_when_off() -> None:
 def test_arenas_reach_the_launcher_and_nothing_else(built: Path) -> None:
     """A launcher sees only arenas it was given: a pointer into an unattached buffer is refused before
     anything runs (the original's arena is never attached to the candidate)."""
-    lib, sha = hostkernels.build(built)
-    arenas = HostArenas()
-    k = LauncherKernel("candidate", str(lib), sha, arenas=arenas, device="cpu")
-    try:
-        k.load()
-        from harness.buffers import Buffers
-        from harness.checker import Runner as _R  # noqa: F401 - the params come from the checker's own builder
-
+    with _cpu_candidate(built) as (k, arenas):
         mine = Buffers(torch, SC, torch.bfloat16, "cpu", allocate=arenas.allocate)
         other = Buffers(torch, SC, torch.bfloat16, "cpu", allocate=arenas.allocate)
         k.attach(mine)
-        from harness.abi import make_params
-
         p = make_params(other.q, other.k, other.v, other.o_c, other.lse_c, softmax_scale=0.25, causal=True, num_sms=1)
         with pytest.raises(Exception, match="outside every arena"):
             k.call(p)
         k.detach(mine)
-    finally:
-        k.close()
 
 
 @pytest.mark.skipif(not SANDBOX, reason=NO_SANDBOX)
