@@ -1423,7 +1423,7 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_D192 1  // v11: head_dim 192 on the warp-specialized kernel (BN 112, 3 column blocks; run 17: 0.40 -> 0.80x FA3)
 #endif
 #ifndef ATTN_WS_BN192
-#define ATTN_WS_BN192 112
+#define ATTN_WS_BN192 80  // v14: BN 80, so the TMA-O staging fits (run 27: d192 +6% vs BN 112 without it)
 #endif
 #ifndef ATTN_WS_NWG64
 #define ATTN_WS_NWG64 3  // v8: consumer warpgroups of the d64 kernel (2 or 3: 128 or 192 rows per CTA)
@@ -1454,13 +1454,13 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_LAZY 0  // v11 candidate: a warp skips the O rescale when none of its rows' running max moved
 #endif
 #ifndef ATTN_WS_TMA_O
-#define ATTN_WS_TMA_O 0  // v13 candidate: O through swizzled shared memory and a TMA store, where the staging fits (d64, d128 causal)
+#define ATTN_WS_TMA_O 1  // v13: O through swizzled shared memory and a TMA store, where the staging fits (d64, d128; run 25: +9-17% d128 causal s512-s2k)
 #endif
 #ifndef ATTN_WS_BN128N_TMAO
-#define ATTN_WS_BN128N_TMAO 160  // v13 candidate 2: with ATTN_WS_TMA_O, the d128 non-causal key-tile width (160: the staging fits, 230488 B)
+#define ATTN_WS_BN128N_TMAO 128  // v15: with ATTN_WS_TMA_O, the d128 non-causal key-tile width (run 28: 128 0.90x FA3, 160 0.87, 176 without TO 0.85)
 #endif
 #ifndef ATTN_WS_TMA_O_QBUF
-#define ATTN_WS_TMA_O_QBUF 0  // v13 candidate 2: with ATTN_WS_TMA_O, O staged in Q's buffer where a staging area does not fit (d192, d256)
+#define ATTN_WS_TMA_O_QBUF 1  // v14: with ATTN_WS_TMA_O, O staged in Q's buffer where a staging area does not fit (d256; run 27: d256 +3-4%)
 #endif
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
