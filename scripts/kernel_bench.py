@@ -131,6 +131,29 @@ def grid_tensors(d: int, s: int):
     return q, k, v
 
 
+def shapes(suite: str | None, dims: set[int]):
+    """Yield (key, head_dim, causal, (q, k, v), FLOPs) to time: the FA3 grid (keys d128_c_s512; classes d128_c)
+    filtered by head_dim, or with `suite` every bf16/fp16 scenario of that harness suite with plain inputs (keys
+    <group>_<scenario id without the group>: the class is the group; FLOPs as Scenario.flops counts them)."""
+    if suite is None:
+        for (d, causal, s) in GRID:
+            if d not in dims:
+                continue
+            torch.manual_seed(s + d)
+            q, k, v = grid_tensors(d, s)
+            yield f"d{d}_{'c' if causal else 'n'}_s{s}", d, causal, (q, k, v), flops(q.shape[0], q.shape[2], s, d, causal)
+        return
+    from harness.scenarios import load_suite
+    for sc in load_suite(suite).scenarios:
+        if sc.inputs is not None or sc.layout is not None:
+            continue
+        dt = torch.bfloat16 if sc.dtype == "bf16" else torch.float16
+        torch.manual_seed(sc.seqlen_k + sc.head_dim)
+        q = torch.randn(sc.batch, sc.seqlen_q, sc.num_heads_q, sc.head_dim, device="cuda", dtype=dt)
+        k, v = (torch.randn(sc.batch, sc.seqlen_k, sc.num_heads_kv, sc.head_dim, device="cuda", dtype=dt) for _ in range(2))
+        yield f"{sc.group}_{sc.id.split('/', 1)[1]}", sc.head_dim, sc.causal, (q, k, v), sc.flops
+
+
 def flops(b, h, s, d, causal):
     f = 4 * b * h * s * s * d
     return f / 2 if causal else f
@@ -142,6 +165,8 @@ def main() -> None:
     ap.add_argument("--variant", action="append", default=[], help="NAME=-DX=1 -DY=2 (flags separated by spaces)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--dims", default="64,128,256")
+    ap.add_argument("--suite", help="time this harness suite's scenarios (e.g. production) instead of the FA3 grid; "
+                    "classes are the scenario groups, keys the scenario ids")
     ap.add_argument("--no-fa3", action="store_true")
     ap.add_argument("--check-only", action="store_true", help="build and check, no timing")
     ap.add_argument("--keep", type=Path, help="copy the built libraries here")
@@ -208,14 +233,7 @@ def main() -> None:
                 fa3.flash_attn_func(q, k, v, softmax_scale=int(d[1:]) ** -0.5, causal=c == "c")
         torch.cuda.synchronize()
         return
-    for (d, causal, s) in GRID:
-        if d not in dims:
-            continue
-        torch.manual_seed(s + d)
-        q, k, v = grid_tensors(d, s)
-        b, h = q.shape[0], q.shape[2]
-        key = f"d{d}_{'c' if causal else 'n'}_s{s}"
-        fl = flops(b, h, s, d, causal)
+    for key, d, causal, (q, k, v), fl in shapes(args.suite, dims):
         line = [key]
         if fa3 is not None:
             def fa3_call(q=q, k=k, v=v, d=d, causal=causal):
@@ -237,12 +255,12 @@ def main() -> None:
         del q, k, v
     print("== geomean TFLOP/s (ratio vs fa3) per class and overall")
     for name in ["fa3", *runners]:
-        vals = {k2: v2 for k2, v2 in results[name].items() if k2.startswith("d")}
+        vals = {k2: v2 for k2, v2 in results[name].items() if k2 != "check_failures"}
         if not vals:
             continue
         parts = []
         for cls in sorted({k2.rsplit("_", 1)[0] for k2 in vals}):
-            sel = [k2 for k2 in vals if k2.startswith(cls + "_")]
+            sel = [k2 for k2 in vals if k2.rsplit("_", 1)[0] == cls]
             g = math.exp(sum(math.log(vals[k2]) for k2 in sel) / len(sel))
             rr = [vals[k2] / results["fa3"][k2] for k2 in sel if k2 in results["fa3"]]
             gr = math.exp(sum(map(math.log, rr)) / len(rr)) if rr else float("nan")
