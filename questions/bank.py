@@ -292,17 +292,29 @@ def export_bank(bank: Bank, path: str | Path, *, fmt: Literal["toml", "json"] | 
     return p
 
 
-def import_bank(path: str | Path, *, settings: Settings) -> Path:
+def import_bank(path: str | Path, *, settings: Settings, replace: bool = False) -> Path:
     """Validate a bank file and copy it (as TOML) into ``<state_dir>/banks/<stem>.toml``.
 
-    Imported banks load after the built-in and promoted questions (overriding by id).
+    Imported banks load after the built-in and promoted questions (overriding by id). Importing the same
+    questions again is a no-op; a *different* bank whose file has the same stem as an imported one is
+    refused unless ``replace`` (the imported bank would be lost otherwise).
 
     Raises:
-        QuestionBankError: the file is invalid.
+        QuestionBankError: the file is invalid, or a different bank of that name is imported (no ``replace``).
     """
     src = Path(path)
     qs = load_bank_file(src)
     dest = settings.state_dir / "banks" / f"{src.stem}.toml"
+    if dest.is_file() and not replace:
+        try:
+            old_qs = load_bank_file(dest)
+        except QuestionBankError:
+            old_qs = None
+        if old_qs is None or [q.model_dump(exclude={"origin"}) for q in old_qs] != [
+                q.model_dump(exclude={"origin"}) for q in qs]:
+            raise QuestionBankError(
+                f"a different bank named {src.stem!r} is already imported ({dest}); rename {src.name}, or "
+                "replace it (`attnq questions import --replace`)")
     export_bank(Bank(questions=qs, sources=[str(src)]), dest, fmt="toml")
     load_bank_file(dest)  # round-trip check
     return dest

@@ -138,6 +138,16 @@ def test_export_import_round_trip(tmp_path: Path, suffix: str) -> None:
     merged = load_bank(settings=other)
     assert merged.get("extra-q").layer == "memory_traffic"
     assert len(merged.questions) == len(load_bank().questions) + 2
+    # the same file again: a no-op; a different bank under the same name: refused, the imported one kept
+    assert import_bank(f, settings=other) == dest
+    changed = Bank(questions=[Question(id="other-q", text="Which warp stalls longest?", triggers=["stall"],
+                                       layer="parallelism_scheduling")])
+    g = export_bank(changed, tmp_path / "elsewhere" / f"small.{suffix}")
+    with pytest.raises(QuestionBankError, match="already imported"):
+        import_bank(g, settings=other)
+    assert load_bank(settings=other).get("extra-q").layer == "memory_traffic"
+    assert import_bank(g, settings=other, replace=True) == dest
+    assert load_bank(settings=other).get("other-q").layer == "parallelism_scheduling"
 
 
 def test_promotion_needs_two_campaigns_and_keeps_provenance(tmp_path: Path) -> None:

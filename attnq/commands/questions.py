@@ -122,7 +122,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    dest = import_bank(args.file, settings=settings)
+    dest = import_bank(args.file, settings=settings, replace=args.replace)
     bank = load_bank(settings=settings)
     print(f"imported {args.file} as {dest}; the bank now has {len(bank.questions)} questions")
     return 0
@@ -181,6 +181,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.set_defaults(handler=_export)
     s = sub.add_parser("import", help="validate FILE and add it to the workspace's banks (<state_dir>/banks)")
     s.add_argument("file", type=Path)
+    s.add_argument("--replace", action="store_true",
+                   help="replace an imported bank of the same name that holds other questions (else refused)")
     add_common_args(s, json_flag=False)
     s.set_defaults(handler=_import)
     s = sub.add_parser("validate", help="validate the layered bank (coverage rule) or one FILE (schema, ids)")
