@@ -1467,6 +1467,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_SPLIT_BN128N
 #define ATTN_WS_SPLIT_BN128N ATTN_WS_BN128N  // ATTN_WS_SPLIT: the d128 non-causal key-tile width (no TMA-O staging there)
 #endif
+#ifndef ATTN_WS_SPLIT_FORCE
+#define ATTN_WS_SPLIT_FORCE 0  // ATTN_WS_SPLIT test knob: this many splits wherever the split path applies (0: cost model)
+#endif
 #ifndef ATTN_WS_TMA_O_QBUF
 #define ATTN_WS_TMA_O_QBUF 1  // v14: with ATTN_WS_TMA_O, O staged in Q's buffer where a staging area does not fit (d256; run 27: d256 +3-4%)
 #endif
@@ -2303,12 +2306,14 @@ void ws_split_shape(int D, bool causal, int* bm, int* bn) {
 // Cost model in key-tile times (c0: a unit's prologue / epilogue; cc: the combine launch): the launch takes
 // ceil(units / SMs) waves of the mean unit cost but at least the longest unit; S keeps >= 4 key tiles per split.
 int ws_num_splits(const attn_fwd_params* p, const Plan& pl) {
-    if (!ATTN_WS || !pl.fast || pl.G != 1 || p->seqlen_k <= 0 || !(p->softmax_scale > 0.f)) return 1;
+    // seqlen_q <= 16 (decode, also without GQA packing) stays on the decode paths
+    if (!ATTN_WS || !pl.fast || pl.G != 1 || p->seqlen_q <= 16 || p->seqlen_k <= 0 || !(p->softmax_scale > 0.f)) return 1;
     const int D = p->head_dim;
     if (D != 128 && D != 256 && !(D == 64 && ATTN_WS_D64) && !(D == 192 && ATTN_WS_D192)) return 1;
     const int num_sms = p->num_sms > 0 ? p->num_sms : 132;
     const long long ctas = (long long)((p->seqlen_q + 127) / 128) * p->batch * p->num_heads_q;
     if (ctas >= num_sms || !hopper_device()) return 1;  // >= 1 wave: the unsplit ws kernel (use_ws)
+    if (ATTN_WS_SPLIT_FORCE > 0) return ATTN_WS_SPLIT_FORCE;  // test knob (any S: splits without keys included)
     int bm = 128, bn = 128;
     ws_split_shape(D, p->causal != 0, &bm, &bn);
     const int m_blocks = (p->seqlen_q + bm - 1) / bm;
