@@ -2295,7 +2295,7 @@ bool use_ws(const attn_fwd_params* p, const Plan& pl) {
 // Where the ws kernel's row tiles fill less than a wave (chunked prefill: b2 sq128 h32 = 64 tiles of 128 rows on
 // 132 SMs), each tile's key range is cut into S parts and the kernel runs non-persistent on tiles * S work units
 // (one per CTA, no dynamic tile counter), each writing fp32 partials to the workspace; attn_combine merges them.
-// Rows per CTA and key-tile width of the split kernels (as ws_dispatch_split launches them).
+// Rows per CTA and key-tile width of the split kernels (as dispatch_ws_split launches them).
 void ws_split_shape(int D, bool causal, int* bm, int* bn) {
     *bm = D == 64 ? 64 * ATTN_WS_NWG64 : 128;
     *bn = D == 64 ? ATTN_WS_BN64
