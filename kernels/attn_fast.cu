@@ -38,6 +38,8 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include <algorithm>
+
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -1459,6 +1461,15 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_BN128N_TMAO
 #define ATTN_WS_BN128N_TMAO 128  // v15: with ATTN_WS_TMA_O, the d128 non-causal key-tile width (run 28: 128 0.90x FA3, 160 0.87, 176 without TO 0.85)
 #endif
+#ifndef ATTN_WS_SPLIT
+#define ATTN_WS_SPLIT 0  // v16 candidate: split-KV on the warp-specialized kernel where its row tiles fill < 1 wave (chunked prefill)
+#endif
+#ifndef ATTN_WS_SPLIT_BN128N
+#define ATTN_WS_SPLIT_BN128N ATTN_WS_BN128N  // ATTN_WS_SPLIT: the d128 non-causal key-tile width (no TMA-O staging there)
+#endif
+#ifndef ATTN_WS_SPLIT_FORCE
+#define ATTN_WS_SPLIT_FORCE 0  // ATTN_WS_SPLIT test knob: this many splits wherever the split path applies (0: cost model)
+#endif
 #ifndef ATTN_WS_TMA_O_QBUF
 #define ATTN_WS_TMA_O_QBUF 1  // v14: with ATTN_WS_TMA_O, O staged in Q's buffer where a staging area does not fit (d256; run 27: d256 +3-4%)
 #endif
@@ -1610,10 +1621,36 @@ __device__ __forceinline__ WsTile ws_tile(const KParams& p, int t, int m_blocks,
     w.n_tiles = n_end > 0 ? (n_end + BN - 1) / BN : 0;
     return w;
 }
+// ATTN_WS_SPLIT (KS): work unit t = tile * num_splits + split (a tile's splits adjacent, heaviest tiles first); split s
+// of a tile with n key tiles takes its key tiles [s * n / S, (s + 1) * n / S) (possibly none: n < S, causal).
+template <bool KS>
+struct WsUnit : WsTile {};
+template <>
+struct WsUnit<true> : WsTile {
+    int j0, split;  // first key tile of the unit (n_tiles: its key tiles), split index
+};
+template <bool KS>
+__device__ __forceinline__ WsUnit<KS> ws_unit(const KParams& p, int t, int m_blocks, int BM, int BN) {
+    WsUnit<KS> w;
+    if constexpr (!KS) {
+        static_cast<WsTile&>(w) = ws_tile(p, t, m_blocks, BM, BN);
+    } else {
+        const int S = p.num_splits, tile = t / S, s = t - tile * S;
+        static_cast<WsTile&>(w) = ws_tile(p, tile, m_blocks, BM, BN);
+        const int n = w.n_tiles;
+        w.j0 = s * n / S;
+        w.n_tiles = (s + 1) * n / S - w.j0;
+        w.split = s;
+    }
+    return w;
+}
 
 // TO (only with ATTN_WS_TMA_O, where ws_tma_o holds and the host could build tmO): O leaves through shared memory;
 // QB (with TO, where ws_tma_o_qbuf holds): the staging area is Q's buffer.
-template <int D, int BN, int ST, bool PP, int NWG, typename T, bool TO = false, bool QB = false>
+// KS (ATTN_WS_SPLIT, without TO / QB): the CTA's work units are (tile, key split) pairs (ws_unit); each writes
+// fp32 o (normalized by its own sum) and lse (natural log, -inf where the row saw no key of the split) to
+// o_part / lse_part, the layout attn_combine reads.
+template <int D, int BN, int ST, bool PP, int NWG, typename T, bool TO = false, bool QB = false, bool KS = false>
 __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     attn_fwd_ws(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                 const __grid_constant__ CUtensorMap tmV, const KParams p, int m_blocks
@@ -1633,6 +1670,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     static_assert(BN % 16 == 0 && BN <= 256 && D % 64 == 0 && (NWG == 2 || NWG == 3), "tile shape");
     static_assert(!TO || ATTN_WS_TMA_O, "TO needs the tmO parameter");
     static_assert(!QB || (TO && !MERGE), "QB: O staged in Q's buffer, which a merged boundary still reads");
+    static_assert(!KS || (!TO && !QB), "KS: partials leave through plain stores");
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
     // TO: the O staging area (consumer c's 64 rows at sO + c * 64 * D * 2, D / 64 column blocks of 64 rows x
@@ -1645,7 +1683,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #define WS_EMPTY_V(s) (sBar + 8u * (1u + 3 * ST + (s)))
 
     const int tid = threadIdx.x, wg = tid >> 7;
-    const int total = m_blocks * p.batch * p.hq;
+    const int total = KS ? m_blocks * p.batch * p.hq * p.num_splits : m_blocks * p.batch * p.hq;
 
     if (tid == 0) {
         mbar_init(bQ, 1);
@@ -1689,7 +1727,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                     mbar_arrive(bQ);
                     break;
                 }
-                const WsTile w = ws_tile(p, t, m_blocks, BM, BN);
+                const WsUnit<KS> w = ws_unit<KS>(p, t, m_blocks, BM, BN);
+                int jk = 0;  // first key tile of the unit
+                if constexpr (KS) jk = w.j0;
                 if (w.n_tiles == 0) {
                     mbar_arrive(bQ);
                 } else {
@@ -1704,7 +1744,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                             mbar_expect_tx(WS_FULL_K(s), kKV);
 #pragma unroll
                             for (int c = 0; c < DB; ++c)
-                                tma_load_4d(sK + s * kKV + c * (BN * 128), &tmK, WS_FULL_K(s), c * 64, j * BN, hk, w.b);
+                                tma_load_4d(sK + s * kKV + c * (BN * 128), &tmK, WS_FULL_K(s), c * 64, (jk + j) * BN, hk, w.b);
                         }
                         if (j > 0) {  // V_{j-1}: one tile behind K, the order the consumers read them in
                             const int g = kv + j - 1, s = g % ST;
@@ -1712,7 +1752,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                             mbar_expect_tx(WS_FULL_V(s), kKV);
 #pragma unroll
                             for (int c = 0; c < DB; ++c)
-                                tma_load_4d(sV + s * kKV + c * (BN * 128), &tmV, WS_FULL_V(s), c * 64, (j - 1) * BN,
+                                tma_load_4d(sV + s * kKV + c * (BN * 128), &tmV, WS_FULL_V(s), c * 64, (jk + j - 1) * BN,
                                             hk, w.b);
                         }
                     }
@@ -1743,11 +1783,11 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     if (PP && cw == NWG - 1) named_arrive(1, 256);
 
     // lse of one row of tile w from its running max m and sum l (+inf where no key was seen)
-    auto store_lse = [&](const WsTile& w, int row, float m, float l) {
+    auto store_lse = [&](const WsUnit<KS>& w, int row, float m, float l) {
         p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = l > 0.f ? (m * sl2 + log2f(l)) * kLn2 : INFINITY;
     };
     // o / lse of this thread's two rows of tile w (o = 0 and lse = +inf where no key was seen).
-    auto store_rows = [&](const WsTile& w, const float* o, const float (&m)[2], const float (&l4)[2]) {
+    auto store_rows = [&](const WsUnit<KS>& w, const float* o, const float (&m)[2], const float (&l4)[2]) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
             const float l = quad_sum(l4[i]);
@@ -1772,7 +1812,23 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     // sQ + c * BM * 128 + cw * 64 * 128: the same 64 x 128 B swizzled blocks, 1024-aligned), which only this
     // consumer's S GEMMs read; Q's empty barrier is arrived on here, once the store has read the staging, not
     // after the tile's last S GEMM (the producer then loads the next tile's Q over it).
-    auto store_o = [&](const WsTile& w, const float* o, const float (&m)[2], const float (&l4)[2]) {
+    auto store_o = [&](const WsUnit<KS>& w, const float* o, const float (&m)[2], const float (&l4)[2]) {
+        if constexpr (KS) {  // fp32 partials of split w.split: o * (1 / l) and lse (-inf where no key was seen)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const float l = quad_sum(l4[i]);
+                const int row = w.m0 + rlane + 8 * i;
+                if (row >= p.sq) continue;
+                const float inv = l > 0.f ? 1.f / l : 0.f;
+                const long long ro = (((long long)w.split * p.batch + w.b) * p.hq + w.h) * p.sq + row;
+                float* dst = p.o_part + ro * D + t2;
+#pragma unroll
+                for (int c = 0; c < NO; ++c)
+                    *reinterpret_cast<float2*>(dst + 8 * c) = make_float2(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
+                if ((lane & 3) == 0) p.lse_part[ro] = l > 0.f ? (m[i] * sl2 + log2f(l)) * kLn2 : -INFINITY;
+            }
+            return;
+        }
 #if ATTN_WS_TMA_O
         if constexpr (TO) {
             const int bar_o = NWG + 1 + cw;
@@ -1819,17 +1875,25 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     // phase q_it); tiles without keys (causal, seqlen_q > seqlen_k) are written on the way (o = 0,
     // lse = +inf). Returns total at the end.
     int q_it = 0;  // tile ids taken so far
-    auto acquire = [&](WsTile& w) {
+    auto acquire = [&](WsUnit<KS>& w) {
         while (true) {
             mbar_wait(bQ, q_it & 1);
             const int t = (int)ld_shared_u32(sTile);
             if (t >= total) return total;
-            w = ws_tile(p, t, m_blocks, BM, BN);
+            w = ws_unit<KS>(p, t, m_blocks, BM, BN);
             if (w.n_tiles > 0) return t;
 #pragma unroll
             for (int i = 0; i < 2; ++i) {  // no key for any row of this tile: o = 0, lse = +inf
                 const int row = w.m0 + rlane + 8 * i;
                 if (row >= p.sq) continue;
+                if constexpr (KS) {  // no key in this split: partial o = 0, lse = -inf (attn_combine gives it weight 0)
+                    const long long ro = (((long long)w.split * p.batch + w.b) * p.hq + w.h) * p.sq + row;
+                    float* dst = p.o_part + ro * D + t2;
+#pragma unroll 1
+                    for (int c = 0; c < NO; ++c) *reinterpret_cast<float2*>(dst + 8 * c) = make_float2(0.f, 0.f);
+                    if ((lane & 3) == 0) p.lse_part[ro] = -INFINITY;
+                    continue;
+                }
                 T* og = static_cast<T*>(p.o) + w.b * p.o_bs + (long long)row * p.o_rs + w.h * p.o_hs;
 #pragma unroll 1
                 for (int c = 0; c < NO; ++c) *reinterpret_cast<uint32_t*>(og + 8 * c + t2) = 0u;
@@ -1840,7 +1904,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         }
     };
 
-    WsTile w;
+    WsUnit<KS> w;
     int t = acquire(w);
     if (t < total) {
         int kv = 0;  // K/V tiles consumed before the current tile (ring position)
@@ -1966,6 +2030,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         // Masks tile j of s (where it reaches past the last key or the causal limit), updates the running
         // max / sum, leaves exp2 values in s; alpha per row.
         auto softmax = [&](int j, float (&alpha)[2]) {
+            if constexpr (KS) j += w.j0;  // global key tile (masks)
             if (!SPLIT) softmax_body(j, alpha, WsTag<true>{});
             else if (j * BN + BN > mask_from) softmax_body(j, alpha, WsTag<true>{});
             else softmax_body(j, alpha, WsTag<false>{});
@@ -2042,7 +2107,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             const int gv = kv + w.n_tiles - 1, vs = gv % ST;
             kv += w.n_tiles;
             ++q_it;
-            WsTile wn;
+            WsUnit<KS> wn;
             int tn = MERGE ? acquire(wn) : total;  // unmerged: the last PV goes first, then the next tile
             if (tn >= total || !MERGE) {  // last tile of this CTA, or no merged boundary (register budget)
                 mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
@@ -2069,7 +2134,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 continue;
             }
             // boundary issue point: S_0 of tile wn and the last P V of tile w
-            const WsTile wo = w;
+            const WsUnit<KS> wo = w;
             w = wn;
             t = tn;
             set_tile();
@@ -2225,6 +2290,110 @@ bool use_ws(const attn_fwd_params* p, const Plan& pl) {
     return ctas >= num_sms;
 }
 
+#if ATTN_WS_SPLIT
+// ---- ATTN_WS_SPLIT: split-KV on the warp-specialized kernel ----
+// Where the ws kernel's row tiles fill less than a wave (chunked prefill: b2 sq128 h32 = 64 tiles of 128 rows on
+// 132 SMs), each tile's key range is cut into S parts and the kernel runs non-persistent on tiles * S work units
+// (one per CTA, no dynamic tile counter), each writing fp32 partials to the workspace; attn_combine merges them.
+// Rows per CTA and key-tile width of the split kernels (as dispatch_ws_split launches them).
+void ws_split_shape(int D, bool causal, int* bm, int* bn) {
+    *bm = D == 64 ? 64 * ATTN_WS_NWG64 : 128;
+    *bn = D == 64 ? ATTN_WS_BN64
+                  : D == 128 ? (causal ? ATTN_WS_BN128 : ATTN_WS_SPLIT_BN128N) : D == 192 ? ATTN_WS_BN192 : ATTN_WS_BN256;
+}
+
+// Number of key splits S for the ws kernel (1: no split-KV on it; the other paths take the work as before).
+// Cost model in key-tile times (c0: a unit's prologue / epilogue; cc: the combine launch): the launch takes
+// ceil(units / SMs) waves of the mean unit cost but at least the longest unit; S keeps >= 4 key tiles per split.
+int ws_num_splits(const attn_fwd_params* p, const Plan& pl) {
+    // seqlen_q <= 16 (decode, also without GQA packing) stays on the decode paths
+    if (!ATTN_WS || !pl.fast || pl.G != 1 || p->seqlen_q <= 16 || p->seqlen_k <= 0 || !(p->softmax_scale > 0.f)) return 1;
+    const int D = p->head_dim;
+    if (D != 128 && D != 256 && !(D == 64 && ATTN_WS_D64) && !(D == 192 && ATTN_WS_D192)) return 1;
+    const int num_sms = p->num_sms > 0 ? p->num_sms : 132;
+    const long long ctas = (long long)((p->seqlen_q + 127) / 128) * p->batch * p->num_heads_q;
+    if (ctas >= num_sms || !hopper_device()) return 1;  // >= 1 wave: the unsplit ws kernel (use_ws)
+    if (ATTN_WS_SPLIT_FORCE > 0) return ATTN_WS_SPLIT_FORCE;  // test knob (any S: splits without keys included)
+    int bm = 128, bn = 128;
+    ws_split_shape(D, p->causal != 0, &bm, &bn);
+    const int m_blocks = (p->seqlen_q + bm - 1) / bm;
+    const long long bh = (long long)p->batch * p->num_heads_q, tiles = (long long)m_blocks * bh;
+    long long sum = 0;  // key tiles over all row tiles
+    int nmax = 0;
+    for (int mb = 0; mb < m_blocks; ++mb) {
+        long long n_end = p->seqlen_k;
+        if (p->causal) n_end = std::min(n_end, (long long)(mb + 1) * bm + p->seqlen_k - p->seqlen_q);
+        const int nt = n_end > 0 ? (int)((n_end + bn - 1) / bn) : 0;
+        sum += nt;
+        nmax = std::max(nmax, nt);
+    }
+    sum *= bh;
+    const double c0 = 1.5, cc = 1.0;
+    auto cost = [&](int S) {
+        const long long units = tiles * S;
+        const double mean = (double)sum / (double)units + c0;
+        const double longest = (double)((nmax + S - 1) / S) + c0;
+        return std::max((double)((units + num_sms - 1) / num_sms) * mean, longest) + (S > 1 ? cc : 0.0);
+    };
+    int best = 1;
+    double best_cost = cost(1);
+    for (int S = 2; S <= 64 && 4 * S <= nmax; ++S) {
+        const double c = cost(S);
+        if (c < best_cost) {
+            best = S;
+            best_cost = c;
+        }
+    }
+    return best;
+}
+
+template <int D, int BN, int ST, bool PP, int NWG, typename T>
+int launch_ws_split(const KParams& kp, bool bf16, cudaStream_t stream) {
+    alignas(64) CUtensorMap mq, mk, mv;
+    if (!make_map(&mq, kp.q, bf16, D, kp.sq, kp.hq, kp.batch, kp.q_rs, kp.q_hs, kp.q_bs, 64 * NWG) ||
+        !make_map(&mk, kp.k, bf16, D, kp.sk, kp.hkv, kp.batch, kp.k_rs, kp.k_hs, kp.k_bs, BN) ||
+        !make_map(&mv, kp.v, bf16, D, kp.sk, kp.hkv, kp.batch, kp.v_rs, kp.v_hs, kp.v_bs, BN))
+        return -1;
+    constexpr int smem = ws_smem_bytes<D, BN, ST, NWG>();
+    static_assert(smem <= 227 * 1024, "shared memory");
+    const int m_blocks = (kp.sq + 64 * NWG - 1) / (64 * NWG);
+    const long long units = (long long)m_blocks * kp.batch * kp.hq * kp.num_splits;
+    KParams kps = kp;
+    kps.tile_counter = nullptr;  // non-persistent: one unit per CTA
+    const int bh_count = kp.batch * kp.hq;
+    const long long kv_head_bytes = 4LL * kp.sk * D / kp.group;
+    kps.sec_heads = ATTN_WS_L2MB > 0 ? (int)max(1LL, min((long long)bh_count, (ATTN_WS_L2MB * 1048576LL) / max(1LL, kv_head_bytes)))
+                                     : bh_count;
+    auto kern = attn_fwd_ws<D, BN, ST, PP, NWG, T, false, false, true>;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 3;
+#if ATTN_WS_TMA_O
+    kern<<<(unsigned)units, 128 * (NWG + 1), smem, stream>>>(mq, mk, mv, kps, m_blocks, mq);  // tmO unused (KS)
+#else
+    kern<<<(unsigned)units, 128 * (NWG + 1), smem, stream>>>(mq, mk, mv, kps, m_blocks);
+#endif
+    if (cudaGetLastError() != cudaSuccess) return 3;
+    const long long rows = (long long)kp.batch * kp.hq * kp.sq;
+    attn_combine<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(kp, D);
+    return cudaGetLastError() == cudaSuccess ? 0 : 3;
+}
+
+// The shapes of ws_split_shape; -1: no tensor map for these strides (or no kernel for D).
+template <typename T>
+int dispatch_ws_split(const KParams& kp, int D, bool bf16, cudaStream_t stream) {
+    switch (D) {
+        case 64: return launch_ws_split<64, ATTN_WS_BN64, ATTN_WS_ST64, ATTN_WS_PP64 != 0, ATTN_WS_NWG64, T>(kp, bf16, stream);
+        case 128:
+            if (kp.causal) return launch_ws_split<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T>(kp, bf16, stream);
+            return launch_ws_split<128, ATTN_WS_SPLIT_BN128N, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T>(kp, bf16, stream);
+        case 256: return launch_ws_split<256, ATTN_WS_BN256, ATTN_WS_ST256, ATTN_WS_PP256 != 0, 2, T>(kp, bf16, stream);
+#if ATTN_WS_D192
+        case 192: return launch_ws_split<192, ATTN_WS_BN192, 2, true, 2, T>(kp, bf16, stream);
+#endif
+    }
+    return -1;
+}
+#endif  // ATTN_WS_SPLIT
+
 template <typename T>
 int dispatch(const KParams& kp, const Plan& pl, int D, cudaStream_t stream) {
     // BM = 128: 4 warps x 32 rows (d <= 128; d128 as 2 x 32-key sub-tiles per 64-key tile, v2) or
@@ -2255,8 +2424,14 @@ extern "C" size_t attn_fwd_workspace_bytes(const attn_fwd_params* p) {
     if (p == nullptr || p->num_heads_kv <= 0 || p->num_heads_q % p->num_heads_kv != 0 || p->seqlen_q <= 0)
         return 0;
     const Plan pl = make_plan(p, true);
-    if (ATTN_WS_DYN && p->causal && use_ws(p, pl)) return 256;  // the dynamic tile counter
-    return split_workspace_bytes(p, pl);
+    size_t bytes = (ATTN_WS_DYN && p->causal && use_ws(p, pl)) ? 256 : split_workspace_bytes(p, pl);  // 256: the dynamic tile counter
+#if ATTN_WS_SPLIT
+    // the ws kernel's split-KV partials; room for the mma plan's too (its fallback when no tensor map fits)
+    Plan pw = pl;
+    pw.num_splits = ws_num_splits(p, pl);
+    bytes = std::max(bytes, split_workspace_bytes(p, pw));
+#endif
+    return bytes;
 }
 
 extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
@@ -2311,6 +2486,25 @@ extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
             attn_fallback<__half><<<blocks, 128, 0, stream>>>(kp, p->head_dim, p->softmax_scale);
         return cudaGetLastError() == cudaSuccess ? 0 : 3;
     }
+#if ATTN_WS_SPLIT
+    {
+        Plan pw = pl;
+        pw.num_splits = ws_num_splits(p, pl);
+        const size_t need_w = split_workspace_bytes(p, pw);
+        if (pw.num_splits > 1 && p->workspace != nullptr && p->workspace_bytes >= need_w) {
+            KParams kw = kp;
+            kw.num_splits = pw.num_splits;
+            kw.tiles_per_split = 0;  // unused: the ws kernel splits each tile's own key range (ws_unit)
+            const size_t rows = (size_t)pw.num_splits * p->batch * p->num_heads_q * p->seqlen_q;
+            const uintptr_t base = (reinterpret_cast<uintptr_t>(p->workspace) + 255u) & ~uintptr_t(255u);
+            kw.o_part = reinterpret_cast<float*>(base);
+            kw.lse_part = kw.o_part + rows * (size_t)p->head_dim;
+            const int rc = bf16 ? dispatch_ws_split<__nv_bfloat16>(kw, p->head_dim, true, stream)
+                                : dispatch_ws_split<__half>(kw, p->head_dim, false, stream);
+            if (rc >= 0) return rc;  // -1: no tensor map for these strides -> the kernels below
+        }
+    }
+#endif
     if (use_ws(p, pl)) {
         if (ATTN_WS_DYN && p->causal && p->workspace != nullptr && p->workspace_bytes >= 4) {
             kp.tile_counter = static_cast<int*>(p->workspace);

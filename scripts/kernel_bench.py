@@ -54,6 +54,16 @@ CHECKS = [
     (2, 1100, 1300, 12, 6, 192, False, torch.bfloat16), (2, 1999, 1999, 8, 8, 192, True, torch.float16),
     (1, 2500, 1500, 16, 16, 192, True, torch.bfloat16), (2, 1050, 1050, 8, 8, 256, False, torch.float16),
     (2, 1999, 1999, 8, 4, 256, True, torch.bfloat16), (1, 1500, 2500, 16, 16, 256, True, torch.float16),
+    # ATTN_WS_SPLIT (split-KV on the warp-specialized kernel, < 132 row tiles): chunked prefill (S 2), d128 non-causal
+    # (BN 176), sq not a multiple of 64 and sk of the key tile (S 6), 3 row blocks with a partial one (S 3), sq > sk
+    # (rows without keys, splits without keys: S 3), a 32-block causal head whose first block has one key tile
+    # (split 0 empty), d64 (BM 192, S 4), d256 (S 4), d192 (S 8); sq128 sk640 stays unsplit (5 key tiles) unless
+    # ATTN_WS_SPLIT_FORCE (then 5 splits of 1 tile; empty splits where a tile has fewer key tiles than splits)
+    (2, 128, 4096, 32, 8, 128, True, torch.bfloat16), (2, 128, 4096, 32, 8, 128, False, torch.bfloat16),
+    (1, 100, 3000, 8, 8, 128, True, torch.float16), (1, 300, 2000, 8, 2, 128, False, torch.bfloat16),
+    (1, 2500, 1500, 4, 4, 128, True, torch.bfloat16), (1, 4096, 4096, 4, 4, 128, True, torch.float16),
+    (2, 130, 4096, 16, 4, 64, True, torch.float16), (2, 128, 3000, 16, 16, 256, True, torch.bfloat16),
+    (1, 200, 2500, 8, 4, 192, False, torch.bfloat16), (2, 128, 640, 32, 8, 128, True, torch.bfloat16),
 ]
 TOL = {torch.bfloat16: (1.5e-2, 1e-2), torch.float16: (2e-3, 2e-3)}
 
