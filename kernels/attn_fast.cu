@@ -2695,6 +2695,9 @@ extern "C" size_t attn_fwd_workspace_bytes(const attn_fwd_params* p) {
     if (p == nullptr || p->num_heads_kv <= 0 || p->num_heads_q % p->num_heads_kv != 0 || p->seqlen_q <= 0)
         return 0;
     const Plan pl = make_plan(p, true);
+#if ATTN_DECODE
+    if (pl.dec) return split_workspace_bytes(p, pl);
+#endif
     if (ATTN_WS_DYN && p->causal && use_ws(p, pl)) return 256;  // the dynamic tile counter
     return split_workspace_bytes(p, pl);
 }
