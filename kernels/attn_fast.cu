@@ -914,18 +914,27 @@ __global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn
     T* const ring = sKV + warp * ST * 2 * BN * LDS;
     const int ld_ch = lane & 15, ld_r0 = lane >> 4;
     const uint32_t ld_dst = smem_u32(ring + ld_r0 * LDS + ld_ch * 8);
+    // in-tile offsets in 32-bit ints: is_aligned keeps 2 * kBN * row stride < 2^31 (this tile spans BN rows)
+    const int k_rs2 = 2 * (int)p.k_rs, v_rs2 = 2 * (int)p.v_rs;
     auto load_tile = [&](int j, int stage) {  // j: this warp's j-th tile
         const int n0 = (t_beg + warp + j * NW) * BN;
         const uint32_t dk = ld_dst + stage * (2 * BN * LDS * 2);
         const uint32_t dv = dk + BN * LDS * 2;
+        const T* kt = kg + (long long)(n0 + ld_r0) * p.k_rs + ld_ch * 8;
+        const T* vt = vg + (long long)(n0 + ld_r0) * p.v_rs + ld_ch * 8;
+        if (n0 + BN <= sk) {  // full tile: no bounds checks
 #pragma unroll
-        for (int jj = 0; jj < BN / 2; ++jj) {
-            const int key = n0 + ld_r0 + 2 * jj;
-            const bool valid = key < sk;
-            const T* srck = valid ? kg + (long long)key * p.k_rs + ld_ch * 8 : kg;
-            const T* srcv = valid ? vg + (long long)key * p.v_rs + ld_ch * 8 : vg;
-            cp_async_16(dk + jj * 2 * LDS * 2, srck, valid);
-            cp_async_16(dv + jj * 2 * LDS * 2, srcv, valid);
+            for (int jj = 0; jj < BN / 2; ++jj) {
+                cp_async_16(dk + jj * 2 * LDS * 2, kt + jj * k_rs2, true);
+                cp_async_16(dv + jj * 2 * LDS * 2, vt + jj * v_rs2, true);
+            }
+        } else {  // the tile crossing seqlen_k: rows past it zero-filled (nothing read)
+#pragma unroll
+            for (int jj = 0; jj < BN / 2; ++jj) {
+                const bool valid = n0 + ld_r0 + 2 * jj < sk;
+                cp_async_16(dk + jj * 2 * LDS * 2, valid ? kt + jj * k_rs2 : kg, valid);
+                cp_async_16(dv + jj * 2 * LDS * 2, valid ? vt + jj * v_rs2 : vg, valid);
+            }
         }
     };
 #pragma unroll
