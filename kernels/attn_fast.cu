@@ -1171,6 +1171,61 @@ __global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn
     }
 }
 
+// Split combine for attn_dec (head_dim 128): attn_combine's math and fixed summation order, one float4 of the
+// row per lane, the split loop unrolled by 4 so four splits' loads are in flight at once (the partials were
+// just written and sit in L2: the loop is latency bound, ~32 splits at b1).
+template <typename T>
+__global__ void __launch_bounds__(128) attn_combine_dec(const KParams p) {
+    constexpr int D = kDecD;
+    const long long rows = (long long)p.batch * p.hq * p.sq;
+    const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const int S = p.num_splits;
+    float mx = -INFINITY;
+    for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.lse_part[s * rows + row]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.f;
+    if (mx != -INFINITY)
+        for (int s = lane; s < S; s += 32) sum += expf(p.lse_part[s * rows + row] - mx);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const bool empty = !(sum > 0.f);
+    const float lse = empty ? INFINITY : mx + logf(sum);
+    const int i = (int)(row % p.sq);
+    const long long bh = row / p.sq;
+    const int h = (int)(bh % p.hq);
+    const int b = (int)(bh / p.hq);
+    if (lane == 0) p.lse[row] = lse;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (!empty) {
+        const float* src = p.o_part + row * D + lane * 4;
+        auto add = [&](float ls, const float4& v) {
+            const float w = (ls == -INFINITY) ? 0.f : expf(ls - lse);
+            acc.x += w * v.x;
+            acc.y += w * v.y;
+            acc.z += w * v.z;
+            acc.w += w * v.w;
+        };
+        int s = 0;
+        for (; s + 4 <= S; s += 4) {  // four splits' loads issued before their sums (same order of sums)
+            float ls[4];
+            float4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                ls[u] = p.lse_part[(s + u) * rows + row];
+                v[u] = *reinterpret_cast<const float4*>(src + (s + u) * rows * D);
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) add(ls[u], v[u]);
+        }
+        for (; s < S; ++s) add(p.lse_part[s * rows + row], *reinterpret_cast<const float4*>(src + s * rows * D));
+    }
+    T* dst = reinterpret_cast<T*>(p.o) + b * p.o_bs + (long long)i * p.o_rs + (long long)h * p.o_hs;
+    *reinterpret_cast<uint2*>(dst + lane * 4) = make_uint2(Ops<T>::pack(acc.x, acc.y), Ops<T>::pack(acc.z, acc.w));
+}
+
 template <int MI, typename T>
 int launch_dec_mi(const KParams& kp, const Plan& pl, cudaStream_t stream) {
     constexpr int NW = ATTN_DEC_NW, ST = ATTN_DEC_ST;
@@ -1180,12 +1235,15 @@ int launch_dec_mi(const KParams& kp, const Plan& pl, cudaStream_t stream) {
     if (smem > 48 * 1024) {
         if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 2;
     }
+    // all of the unified L1/shared array as shared memory, so DecMinBlocks CTAs (two at NW 2) fit on an SM
+    // (cp.async.cg bypasses L1: the kernel has no use for it)
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess) return 2;
     dim3 grid((unsigned)((long long)kp.batch * pl.num_hb), (unsigned)pl.num_splits, 1u);
     kern<<<grid, NW * 32, smem, stream>>>(kp);
     if (cudaGetLastError() != cudaSuccess) return 3;
     if (pl.num_splits > 1) {
         const long long rows = (long long)kp.batch * kp.hq * kp.sq;
-        attn_combine<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(kp, kDecD);
+        attn_combine_dec<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(kp);
         if (cudaGetLastError() != cudaSuccess) return 3;
     }
     return 0;
