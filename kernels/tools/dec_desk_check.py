@@ -35,6 +35,10 @@ SHAPES = [  # batch, seqlen_q, seqlen_k, heads_q, heads_kv, causal, workspace gi
     (2, 4, 3, 32, 8, 1, 1), (3, 4, 1000, 16, 4, 1, 1), (96, 1, 1000, 8, 1, 0, 1), (4, 1, 5000, 4, 4, 0, 1),
     (8, 4, 4100, 64, 8, 1, 1), (2, 4, 500, 16, 1, 1, 1),
 ]
+# forced (b, sq, sk, hq, hkv, causal, NW, ST, splits, tiles per split) the model would not pick: splits of one tile,
+# so rows see no key in a whole split (lse -inf partials) or a warp sees none (idle or fully masked)
+FORCED = [(1, 4, 257, 32, 8, True, 2, 3, 5, 2), (1, 4, 257, 64, 8, True, 2, 3, 9, 1), (2, 4, 258, 32, 8, True, 2, 3, 3, 4),
+          (1, 16, 33, 16, 8, True, 2, 3, 2, 1), (1, 4, 200, 32, 8, True, 4, 2, 2, 4)]
 HOST = r"""
 #include "attn_fast.cu"
 #include <cstdio>
@@ -282,6 +286,12 @@ def main() -> None:
         ok = eo < 1e-9 and el < 1e-9
         bad += not ok
         print(f"{tag}: max|o-ref| {eo:.1e} max|lse-ref| {el:.1e} {'OK' if ok else 'BAD'}", flush=True)
+    for (b, sq, sk, hq, hkv, causal, nw, st, ns, tps) in FORCED:
+        eo, el = emulate(b, sq, sk, hq, hkv, causal, nw, st, ns, tps, rng)
+        ok = eo < 1e-9 and el < 1e-9
+        bad += not ok
+        print(f"forced b{b} sq{sq} sk{sk} h{hq}x{hkv} causal={causal}: splits {ns} x {tps} tiles, NW {nw} ST {st}: "
+              f"max|o-ref| {eo:.1e} max|lse-ref| {el:.1e} {'OK' if ok else 'BAD'}", flush=True)
     sys.exit(1 if bad else 0)
 
 
