@@ -60,6 +60,9 @@ constexpr int kBN = 64;  // keys per tile
 #ifndef ATTN_LAZY_WIDE
 #define ATTN_LAZY_WIDE 0  // 1: lazy o rescale also on the 8-warp d192/d256 CTAs (v2's choice)
 #endif
+#ifndef ATTN_DECODE
+#define ATTN_DECODE 0  // v16 candidate: decode (head_dim 128, packed rows <= 32) on attn_dec, the warps splitting the keys
+#endif
 #ifndef ATTN_D128_KSUB
 #define ATTN_D128_KSUB 2  // d128 BM=128: the 64-key tile is processed as KSUB sub-tiles of 64/KSUB keys
 #endif
@@ -725,7 +728,14 @@ struct Plan {
     bool fast;        // templated mma path
     int bm;           // query rows per CTA (64 or 128)
     int G, R, num_hb, m_blocks, num_splits, tiles_per_split;
+#if ATTN_DECODE
+    bool dec;         // attn_dec (tiles_per_split then counts its 32-key tiles)
+#endif
 };
+
+#if ATTN_DECODE
+void dec_plan(const attn_fwd_params* p, Plan& pl, bool workspace_known_ok);
+#endif
 
 // The mma path needs 16 B aligned rows (cp.async / uint4) and 32-bit in-tile key offsets.
 bool is_aligned(const attn_fwd_params* p) {
@@ -772,6 +782,9 @@ Plan make_plan(const attn_fwd_params* p, bool workspace_known_ok) {
             pl.num_splits = (n_tiles + tps - 1) / tps;
         }
     }
+#if ATTN_DECODE
+    dec_plan(p, pl, workspace_known_ok);
+#endif
     return pl;
 }
 
@@ -798,6 +811,500 @@ int launch_mma(const KParams& kp, const Plan& pl, cudaStream_t stream) {
     }
     return 0;
 }
+
+#if ATTN_DECODE
+// ------------------------------------------------------------------------------------------------
+// ATTN_DECODE (v16 candidate): decode kernel, head_dim 128, GQA-packed rows R = group * seqlen_q <= 32.
+// attn_fwd_mma gives every warp 16 of the BM = 64 packed rows and all warps the SAME 64-key tile, so with
+// R = 4..32 most of its mma.sync work is padding and the per-tile MMA time is about the tile's memory
+// time. Here the warps split the KEYS instead:
+//   * One CTA = one (batch, kv head) and one split (a range of tiles_per_split 32-key tiles); NW warps.
+//   * Every warp owns ALL packed rows (MI = R <= 16 ? 1 : 2 m16 tiles) and streams its own tiles
+//     (local tiles warp, warp + NW, ...) through its own ST-stage cp.async ring: no CTA barrier in the
+//     key loop (__syncwarp only), ST - 1 tiles (16 KB each, K + V) in flight per warp while it computes.
+//   * Per tile (32 keys): S = Q K^T (8 k-steps x 4 n-tiles x MI mma), mask where a row limit or seqlen_k
+//     cuts the tile, online softmax (exp2, scale*log2e folded, alpha exactly 1 when the max is unchanged),
+//     O += P V (2 k-steps x 16 n-tiles x MI mma); fragment code and layouts as in attn_fwd_mma.
+//   * End: every warp publishes its (m * scale_log2, l) per row in shared memory; each warp scales its O by
+//     exp2(m_w - M) / L (M = max over warps, L = sum exp2(m_w - M) l_w), stores it as fp32 over the dead
+//     K/V ring, and the CTA sums the warps in a fixed order: the final O (bf16/fp16) and lse, or the fp32
+//     partials (o_part normalised, lse_part natural log, -inf where the split saw no key) of attn_combine.
+// Shared memory (NW = 2, ST = 3): Q 16 MI x 136 x 2 B + (m, l) 2 x NW x 32 x 4 B + K/V NW x ST x 2 x 32 x
+// 136 x 2 B = 109,312 B (MI 1) / 113,664 B (MI 2): two CTAs per SM, so one CTA's start/end bubble is
+// covered by the other; 4 warps x 2 tiles x 16 KB = 128 KB in flight per SM.
+// ------------------------------------------------------------------------------------------------
+#ifndef ATTN_DEC_NW
+#define ATTN_DEC_NW 2  // warps per decode CTA (each its own key tiles)
+#endif
+#ifndef ATTN_DEC_ST
+#define ATTN_DEC_ST 3  // cp.async stages per warp
+#endif
+constexpr int kDecBN = 32;  // keys per warp tile
+constexpr int kDecD = 128;
+
+template <int NW, int MI, int ST>
+constexpr int dec_smem_bytes() {
+    return 16 * MI * (kDecD + 8) * 2 + NW * 2 * 32 * 4 + NW * ST * 2 * kDecBN * (kDecD + 8) * 2;
+}
+
+template <int NW, int MI, int ST>
+struct DecMinBlocks {
+    static constexpr int value = (228 * 1024) / (dec_smem_bytes<NW, MI, ST>() + 1024) >= 2 ? 2 : 1;
+};
+
+template <int NW, int MI, int ST, typename T>
+__global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn_dec(const KParams p) {
+    constexpr int D = kDecD;
+    constexpr int BN = kDecBN;
+    constexpr int NT = NW * 32;
+    constexpr int LDS = D + 8;   // padded K/V/Q row, elements (ldmatrix phases conflict free)
+    constexpr int CH = D / 8;    // 16-byte chunks per row (16)
+    constexpr int KD = D / 16;   // k-steps of S
+    constexpr int NS = BN / 8;   // n-tiles of S per tile (4)
+    constexpr int NO = D / 8;    // n-tiles of O (16)
+    constexpr int RP = 16 * MI;  // packed rows incl. padding
+    constexpr int OLD = D + 4;   // fp32 merge row stride (16-byte aligned rows)
+    constexpr bool QREG = MI == 1;
+    static_assert(CH == 16, "the K/V copy maps lane -> (chunk lane & 15, row lane >> 4)");
+    static_assert(NW * RP * OLD * 4 <= NW * ST * 2 * BN * LDS * 2, "merge buffer fits over the K/V ring");
+    static_assert(ST >= 2, "at least double buffering");
+
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    T* sQ = reinterpret_cast<T*>(smem_raw);                                      // [RP][LDS]
+    float* sM = reinterpret_cast<float*>(smem_raw + RP * LDS * 2);              // [NW][32]
+    float* sL = sM + NW * 32;                                                   // [NW][32]
+    T* sKV = reinterpret_cast<T*>(smem_raw + RP * LDS * 2 + NW * 2 * 32 * 4);   // [NW][ST][K,V][BN][LDS]
+    float* sO = reinterpret_cast<float*>(sKV);                                  // [NW][RP][OLD] after the loop
+
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const int g = lane >> 2;
+    const int t4 = lane & 3;
+
+    const int bh = blockIdx.x;
+    const int b = bh / p.num_hb;
+    const int hb = bh - b * p.num_hb;
+    const int split = blockIdx.y;
+    const int sq = p.sq, sk = p.sk;
+    const int off = sk - sq;
+    const int kvh = (hb * p.G) / p.group;
+    const bool partial = p.num_splits > 1;
+
+    const int n_wt = (sk + BN - 1) / BN;
+    const int t_beg = split * p.tiles_per_split;
+    const int t_cnt = min(p.tiles_per_split, n_wt - t_beg);  // >= 1 by the plan; <= 0 handled (no tiles)
+    const int my_n = t_cnt > warp ? (t_cnt - warp + NW - 1) / NW : 0;
+    // key column from which some row needs the mask: the smallest row limit (query 0 of the block) or seqlen_k
+    const int mask_from = p.causal ? min(sk, off + 1) : sk;
+
+    const T* qg = reinterpret_cast<const T*>(p.q) + b * p.q_bs;
+    const T* kg = reinterpret_cast<const T*>(p.k) + b * p.k_bs + (long long)kvh * p.k_hs;
+    const T* vg = reinterpret_cast<const T*>(p.v) + b * p.v_bs + (long long)kvh * p.v_hs;
+
+    // ---- Q (rows >= R zero-filled), one group of its own
+    for (int c = tid; c < RP * CH; c += NT) {
+        const int row = c / CH, ch = c - row * CH;
+        const bool valid = row < p.R;
+        const T* src = qg;
+        if (valid) src = qg + (long long)(row % sq) * p.q_rs + (long long)(hb * p.G + row / sq) * p.q_hs + ch * 8;
+        cp_async_16(smem_u32(sQ + row * LDS + ch * 8), src, valid);
+    }
+    cp_async_commit();
+
+    // ---- this warp's ring; lane copies chunk (lane & 15) of rows (lane >> 4) + 2 j of a 32-key tile
+    T* const ring = sKV + warp * ST * 2 * BN * LDS;
+    const int ld_ch = lane & 15, ld_r0 = lane >> 4;
+    const uint32_t ld_dst = smem_u32(ring + ld_r0 * LDS + ld_ch * 8);
+    // in-tile offsets in 32-bit ints: is_aligned keeps 2 * kBN * row stride < 2^31 (this tile spans BN rows)
+    const int k_rs2 = 2 * (int)p.k_rs, v_rs2 = 2 * (int)p.v_rs;
+    auto load_tile = [&](int j, int stage) {  // j: this warp's j-th tile
+        const int n0 = (t_beg + warp + j * NW) * BN;
+        const uint32_t dk = ld_dst + stage * (2 * BN * LDS * 2);
+        const uint32_t dv = dk + BN * LDS * 2;
+        const T* kt = kg + (long long)(n0 + ld_r0) * p.k_rs + ld_ch * 8;
+        const T* vt = vg + (long long)(n0 + ld_r0) * p.v_rs + ld_ch * 8;
+        if (n0 + BN <= sk) {  // full tile: no bounds checks
+#pragma unroll
+            for (int jj = 0; jj < BN / 2; ++jj) {
+                cp_async_16(dk + jj * 2 * LDS * 2, kt + jj * k_rs2, true);
+                cp_async_16(dv + jj * 2 * LDS * 2, vt + jj * v_rs2, true);
+            }
+        } else {  // the tile crossing seqlen_k: rows past it zero-filled (nothing read)
+#pragma unroll
+            for (int jj = 0; jj < BN / 2; ++jj) {
+                const bool valid = n0 + ld_r0 + 2 * jj < sk;
+                cp_async_16(dk + jj * 2 * LDS * 2, valid ? kt + jj * k_rs2 : kg, valid);
+                cp_async_16(dv + jj * 2 * LDS * 2, valid ? vt + jj * v_rs2 : vg, valid);
+            }
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s) {
+        if (s < my_n) load_tile(s, s);
+        cp_async_commit();  // always: the group count stays uniform
+    }
+
+    // groups so far: Q, then ST - 1 tiles -> Q is complete with ST - 1 groups pending
+    cp_async_wait<ST - 1>();
+    __syncthreads();  // every thread's Q chunks visible
+
+    const uint32_t sQ_lane = smem_u32(sQ + (lane & 15) * LDS + (lane >> 4) * 8);
+    uint32_t q_frag[QREG ? KD : 1][4];
+    if constexpr (QREG) {
+#pragma unroll
+        for (int kk = 0; kk < KD; ++kk)
+            ldmatrix_x4(sQ_lane + kk * 16 * 2, q_frag[kk][0], q_frag[kk][1], q_frag[kk][2], q_frag[kk][3]);
+    }
+    const int k_lane_off = ((lane & 7) + (lane >> 4) * 8) * LDS + ((lane >> 3) & 1) * 8;
+    const int v_lane_off = (lane & 15) * LDS + (lane >> 4) * 8;
+    const float sl2 = p.scale_log2;
+
+    // key limit of this thread's row [mi][rr] (padding rows borrow row R - 1's)
+    auto row_limit = [&](int mi, int rr) -> int {
+        const int r = mi * 16 + g + rr * 8;
+        const int rc = r < p.R ? r : p.R - 1;
+        return p.causal ? min(sk, rc % sq + off + 1) : sk;
+    };
+
+    float o_acc[MI][NO][4];
+    float m_run[MI][2], l_run[MI][2];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+        for (int n = 0; n < NO; ++n) o_acc[mi][n][0] = o_acc[mi][n][1] = o_acc[mi][n][2] = o_acc[mi][n][3] = 0.f;
+        m_run[mi][0] = m_run[mi][1] = -INFINITY;
+        l_run[mi][0] = l_run[mi][1] = 0.f;
+    }
+
+    int rd = 0, wr = ST - 1;  // ring stages: read (tile it), write (tile it + ST - 1)
+    for (int it = 0; it < my_n; ++it) {
+        // groups committed before this point: 1 + (ST - 1) + it; tile it is group it + 1 -> ST - 2 may pend
+        cp_async_wait<ST - 2>();
+        __syncwarp();  // every lane's copies of tile it visible to the warp; every lane done with tile it - 1
+        if (it + ST - 1 < my_n) load_tile(it + ST - 1, wr);
+        cp_async_commit();
+        wr = (wr + 1 == ST) ? 0 : wr + 1;
+
+        const int n0 = (t_beg + warp + it * NW) * BN;
+        const T* sk_t = ring + rd * 2 * BN * LDS;
+        const uint32_t sKb = smem_u32(sk_t + k_lane_off);
+        const uint32_t sVb = smem_u32(sk_t + BN * LDS + v_lane_off);
+        rd = (rd + 1 == ST) ? 0 : rd + 1;
+
+        // ---- S = Q K^T (RP x 32)
+        float sc[MI][NS][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int n = 0; n < NS; ++n) sc[mi][n][0] = sc[mi][n][1] = sc[mi][n][2] = sc[mi][n][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < KD; ++kk) {
+            uint32_t a[MI][4];
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {
+                if constexpr (QREG) {
+                    a[mi][0] = q_frag[kk][0];
+                    a[mi][1] = q_frag[kk][1];
+                    a[mi][2] = q_frag[kk][2];
+                    a[mi][3] = q_frag[kk][3];
+                } else {
+                    ldmatrix_x4(sQ_lane + (mi * 16 * LDS + kk * 16) * 2, a[mi][0], a[mi][1], a[mi][2], a[mi][3]);
+                }
+            }
+#pragma unroll
+            for (int np = 0; np < NS / 2; ++np) {
+                uint32_t b0, b1, b2, b3;
+                ldmatrix_x4(sKb + (np * 16 * LDS + kk * 16) * 2, b0, b1, b2, b3);
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi) {
+                    Ops<T>::mma(sc[mi][2 * np], a[mi], b0, b1);
+                    Ops<T>::mma(sc[mi][2 * np + 1], a[mi], b2, b3);
+                }
+            }
+        }
+
+        // ---- mask (tiles crossing some row limit or seqlen_k)
+        if (n0 + BN > mask_from) {
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {
+                const int lim0 = row_limit(mi, 0), lim1 = row_limit(mi, 1);
+#pragma unroll
+                for (int n = 0; n < NS; ++n) {
+                    const int col = n0 + n * 8 + 2 * t4;
+                    if (col >= lim0) sc[mi][n][0] = -INFINITY;
+                    if (col + 1 >= lim0) sc[mi][n][1] = -INFINITY;
+                    if (col >= lim1) sc[mi][n][2] = -INFINITY;
+                    if (col + 1 >= lim1) sc[mi][n][3] = -INFINITY;
+                }
+            }
+        }
+
+        // ---- online softmax, P straight into the PV A fragments
+        uint32_t pf[MI][BN / 16][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+                float mx = m_run[mi][rr];
+#pragma unroll
+                for (int n = 0; n < NS; ++n) mx = fmaxf(mx, fmaxf(sc[mi][n][2 * rr], sc[mi][n][2 * rr + 1]));
+                mx = quad_max(mx);
+                const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
+                const float alpha = (mx == m_run[mi][rr]) ? 1.f : fast_exp2(m_run[mi][rr] * sl2 - ms);
+                m_run[mi][rr] = mx;
+                float rs = 0.f;
+#pragma unroll
+                for (int n = 0; n < NS; ++n) {
+                    const float e0 = fast_exp2(fmaf(sc[mi][n][2 * rr], sl2, -ms));
+                    const float e1 = fast_exp2(fmaf(sc[mi][n][2 * rr + 1], sl2, -ms));
+                    rs += e0 + e1;
+                    pf[mi][n >> 1][(n & 1) * 2 + rr] = Ops<T>::pack(e0, e1);
+                }
+                l_run[mi][rr] = l_run[mi][rr] * alpha + rs;
+#pragma unroll
+                for (int n = 0; n < NO; ++n) {
+                    o_acc[mi][n][2 * rr] *= alpha;
+                    o_acc[mi][n][2 * rr + 1] *= alpha;
+                }
+            }
+        }
+
+        // ---- O += P V
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+#pragma unroll
+            for (int dp = 0; dp < D / 16; ++dp) {
+                uint32_t b0, b1, b2, b3;
+                ldmatrix_x4_trans(sVb + (kk * 16 * LDS + dp * 16) * 2, b0, b1, b2, b3);
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi) {
+                    Ops<T>::mma(o_acc[mi][2 * dp], pf[mi][kk], b0, b1);
+                    Ops<T>::mma(o_acc[mi][2 * dp + 1], pf[mi][kk], b2, b3);
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();  // only empty groups can remain; nothing may land in the ring after this
+
+    // ---- merge the warps: (m in log2 units, l) per row
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+            const float l = quad_sum(l_run[mi][rr]);
+            if (t4 == 0) {
+                const int row = mi * 16 + g + rr * 8;
+                sM[warp * 32 + row] = (m_run[mi][rr] == -INFINITY) ? -INFINITY : m_run[mi][rr] * sl2;
+                sL[warp * 32 + row] = l;
+            }
+        }
+    }
+    __syncthreads();  // (m, l) of every warp visible; every warp is done with its ring (sO overwrites it)
+
+    auto row_ml = [&](int row, float& M, float& L) {  // fixed order over warps
+        M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < NW; ++w) M = fmaxf(M, sM[w * 32 + row]);
+        L = 0.f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int w = 0; w < NW; ++w) {
+                const float mw = sM[w * 32 + row];
+                if (mw != -INFINITY) L += fast_exp2(mw - M) * sL[w * 32 + row];
+            }
+        }
+    };
+
+    float* sOw = sO + warp * RP * OLD;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+            const int row = mi * 16 + g + rr * 8;
+            float M, L;
+            row_ml(row, M, L);
+            const float mw = sM[warp * 32 + row];
+            const float f = (mw == -INFINITY || !(L > 0.f)) ? 0.f : fast_exp2(mw - M) / L;
+#pragma unroll
+            for (int n = 0; n < NO; ++n)
+                *reinterpret_cast<float2*>(sOw + row * OLD + n * 8 + 2 * t4) =
+                    make_float2(o_acc[mi][n][2 * rr] * f, o_acc[mi][n][2 * rr + 1] * f);
+        }
+    }
+    __syncthreads();
+
+    // ---- sum over warps (fixed order) and store rows < R: 16-byte chunks of 8 columns
+    T* og = reinterpret_cast<T*>(p.o) + b * p.o_bs;
+    for (int c = tid; c < p.R * CH; c += NT) {
+        const int row = c / CH, ch = c - row * CH;
+        float acc[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = 0.f;
+#pragma unroll
+        for (int w = 0; w < NW; ++w) {
+            const float4 x0 = *reinterpret_cast<const float4*>(sO + (w * RP + row) * OLD + ch * 8);
+            const float4 x1 = *reinterpret_cast<const float4*>(sO + (w * RP + row) * OLD + ch * 8 + 4);
+            acc[0] += x0.x; acc[1] += x0.y; acc[2] += x0.z; acc[3] += x0.w;
+            acc[4] += x1.x; acc[5] += x1.y; acc[6] += x1.z; acc[7] += x1.w;
+        }
+        const int h = hb * p.G + row / sq, i = row % sq;
+        float lse = 0.f;
+        if (ch == 0) {
+            float M, L;
+            row_ml(row, M, L);
+            lse = (L > 0.f) ? (M + log2f(L)) * kLn2 : (partial ? -INFINITY : INFINITY);
+        }
+        if (partial) {
+            const long long row_off = (((long long)split * p.batch + b) * p.hq + h) * sq + i;
+            float* dst = p.o_part + row_off * D + ch * 8;
+            reinterpret_cast<float4*>(dst)[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+            reinterpret_cast<float4*>(dst)[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+            if (ch == 0) p.lse_part[row_off] = lse;
+        } else {
+            uint4 u;
+            u.x = Ops<T>::pack(acc[0], acc[1]);
+            u.y = Ops<T>::pack(acc[2], acc[3]);
+            u.z = Ops<T>::pack(acc[4], acc[5]);
+            u.w = Ops<T>::pack(acc[6], acc[7]);
+            *reinterpret_cast<uint4*>(og + (long long)i * p.o_rs + (long long)h * p.o_hs + ch * 8) = u;
+            if (ch == 0) p.lse[((long long)b * p.hq + h) * sq + i] = lse;
+        }
+    }
+}
+
+// Split combine for attn_dec (head_dim 128): attn_combine's math and fixed summation order, one float4 of the
+// row per lane, the split loop unrolled by 4 so four splits' loads are in flight at once (the partials were
+// just written and sit in L2: the loop is latency bound, ~32 splits at b1).
+template <typename T>
+__global__ void __launch_bounds__(128) attn_combine_dec(const KParams p) {
+    constexpr int D = kDecD;
+    const long long rows = (long long)p.batch * p.hq * p.sq;
+    const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const int S = p.num_splits;
+    float mx = -INFINITY;
+    for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.lse_part[s * rows + row]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.f;
+    if (mx != -INFINITY)
+        for (int s = lane; s < S; s += 32) sum += expf(p.lse_part[s * rows + row] - mx);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const bool empty = !(sum > 0.f);
+    const float lse = empty ? INFINITY : mx + logf(sum);
+    const int i = (int)(row % p.sq);
+    const long long bh = row / p.sq;
+    const int h = (int)(bh % p.hq);
+    const int b = (int)(bh / p.hq);
+    if (lane == 0) p.lse[row] = lse;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (!empty) {
+        const float* src = p.o_part + row * D + lane * 4;
+        auto add = [&](float ls, const float4& v) {
+            const float w = (ls == -INFINITY) ? 0.f : expf(ls - lse);
+            acc.x += w * v.x;
+            acc.y += w * v.y;
+            acc.z += w * v.z;
+            acc.w += w * v.w;
+        };
+        int s = 0;
+        for (; s + 4 <= S; s += 4) {  // four splits' loads issued before their sums (same order of sums)
+            float ls[4];
+            float4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                ls[u] = p.lse_part[(s + u) * rows + row];
+                v[u] = *reinterpret_cast<const float4*>(src + (s + u) * rows * D);
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) add(ls[u], v[u]);
+        }
+        for (; s < S; ++s) add(p.lse_part[s * rows + row], *reinterpret_cast<const float4*>(src + s * rows * D));
+    }
+    T* dst = reinterpret_cast<T*>(p.o) + b * p.o_bs + (long long)i * p.o_rs + (long long)h * p.o_hs;
+    *reinterpret_cast<uint2*>(dst + lane * 4) = make_uint2(Ops<T>::pack(acc.x, acc.y), Ops<T>::pack(acc.z, acc.w));
+}
+
+template <int MI, typename T>
+int launch_dec_mi(const KParams& kp, const Plan& pl, cudaStream_t stream) {
+    constexpr int NW = ATTN_DEC_NW, ST = ATTN_DEC_ST;
+    constexpr int smem = dec_smem_bytes<NW, MI, ST>();
+    static_assert(smem <= 227 * 1024, "shared memory");
+    auto kern = attn_dec<NW, MI, ST, T>;
+    if (smem > 48 * 1024) {
+        if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 2;
+    }
+    // all of the unified L1/shared array as shared memory, so DecMinBlocks CTAs (two at NW 2) fit on an SM
+    // (cp.async.cg bypasses L1: the kernel has no use for it)
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess) return 2;
+    dim3 grid((unsigned)((long long)kp.batch * pl.num_hb), (unsigned)pl.num_splits, 1u);
+    kern<<<grid, NW * 32, smem, stream>>>(kp);
+    if (cudaGetLastError() != cudaSuccess) return 3;
+    if (pl.num_splits > 1) {
+        const long long rows = (long long)kp.batch * kp.hq * kp.sq;
+        attn_combine_dec<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(kp);
+        if (cudaGetLastError() != cudaSuccess) return 3;
+    }
+    return 0;
+}
+
+template <typename T>
+int launch_dec(const KParams& kp, const Plan& pl, cudaStream_t stream) {
+    return kp.R <= 16 ? launch_dec_mi<1, T>(kp, pl, stream) : launch_dec_mi<2, T>(kp, pl, stream);
+}
+
+// Splits of attn_dec: the count that minimises a simple time model (memory bound): waves of co-resident CTAs
+// (per_sm from shared memory) x the CTA's K+V bytes at the SM's share of ATTN_DEC_HBM_GBS, plus a start-up
+// latency per CTA (shared by the co-resident ones) and, with > 1 split, the combine (launch + its bytes).
+// tiles_per_split is a multiple of NW (every warp the same number of tiles) unless one split holds all.
+#ifndef ATTN_DEC_HBM_GBS
+#define ATTN_DEC_HBM_GBS 4000  // achievable HBM bandwidth of the model, GB/s (H200 ~4.0 TB/s)
+#endif
+#ifndef ATTN_DEC_MAX_SPLITS
+#define ATTN_DEC_MAX_SPLITS 128
+#endif
+void dec_plan(const attn_fwd_params* p, Plan& pl, bool workspace_known_ok) {
+    pl.dec = false;
+    const int group = p->num_heads_q / p->num_heads_kv;
+    if (!pl.fast || p->head_dim != kDecD || pl.G != group || pl.R > 32 || p->seqlen_k <= 0) return;
+    pl.dec = true;
+    pl.bm = 16 * (pl.R <= 16 ? 1 : 2);
+    pl.m_blocks = 1;
+    const int n_wt = (p->seqlen_k + kDecBN - 1) / kDecBN;
+    pl.num_splits = 1;
+    pl.tiles_per_split = n_wt;
+    if (!workspace_known_ok) return;
+    constexpr int NW = ATTN_DEC_NW;
+    const int num_sms = p->num_sms > 0 ? p->num_sms : 132;
+    const int smem = pl.R <= 16 ? dec_smem_bytes<NW, 1, ATTN_DEC_ST>() : dec_smem_bytes<NW, 2, ATTN_DEC_ST>();
+    int per_sm = (228 * 1024) / (smem + 1024);
+    per_sm = per_sm < 1 ? 1 : (per_sm > 8 ? 8 : per_sm);
+    const double base = (double)p->batch * pl.num_hb;
+    const double sm_bw = (double)ATTN_DEC_HBM_GBS / num_sms;         // bytes per ns per SM
+    const double tile_bytes = 2.0 * kDecBN * kDecD * 2;             // K + V of one 32-key tile
+    const double rows = (double)p->batch * p->num_heads_q * p->seqlen_q;
+    double best = 1e300;
+    for (int s = 1; s <= ATTN_DEC_MAX_SPLITS && s <= n_wt; ++s) {
+        int tps = (n_wt + s - 1) / s;
+        if (s > 1) tps = (tps + NW - 1) / NW * NW;
+        const int ns = (n_wt + tps - 1) / tps;
+        if (ns != s) continue;  // the same split as a smaller s
+        const double waves = ceil(base * ns / ((double)num_sms * per_sm));
+        const double cta_ns = tps * tile_bytes / (sm_bw / per_sm) + 1500.0;
+        double t = waves * cta_ns;
+        if (ns > 1) t += 2500.0 + rows * ns * kDecD * 4.0 / 2000.0;  // combine: launch + partials read
+        if (t < best * 0.97) {  // a split must win by 3 % (fewer splits: less partial traffic, steadier)
+            best = t;
+            pl.num_splits = ns;
+            pl.tiles_per_split = tps;
+        }
+    }
+}
+
+#endif  // ATTN_DECODE
 
 // ------------------------------------------------------------------------------------------------
 // v4: wgmma path (sm_90a) for prefill with head_dim 64 / 128 / 256.
@@ -2424,6 +2931,9 @@ extern "C" size_t attn_fwd_workspace_bytes(const attn_fwd_params* p) {
     if (p == nullptr || p->num_heads_kv <= 0 || p->num_heads_q % p->num_heads_kv != 0 || p->seqlen_q <= 0)
         return 0;
     const Plan pl = make_plan(p, true);
+#if ATTN_DECODE
+    if (pl.dec) return split_workspace_bytes(p, pl);
+#endif
     size_t bytes = (ATTN_WS_DYN && p->causal && use_ws(p, pl)) ? 256 : split_workspace_bytes(p, pl);  // 256: the dynamic tile counter
 #if ATTN_WS_SPLIT
     // the ws kernel's split-KV partials; room for the mma plan's too (its fallback when no tensor map fits)
@@ -2486,6 +2996,9 @@ extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
             attn_fallback<__half><<<blocks, 128, 0, stream>>>(kp, p->head_dim, p->softmax_scale);
         return cudaGetLastError() == cudaSuccess ? 0 : 3;
     }
+#if ATTN_DECODE
+    if (pl.dec) return bf16 ? launch_dec<__nv_bfloat16>(kp, pl, stream) : launch_dec<__half>(kp, pl, stream);
+#endif
 #if ATTN_WS_SPLIT
     {
         Plan pw = pl;

@@ -64,6 +64,16 @@ CHECKS = [
     (1, 2500, 1500, 4, 4, 128, True, torch.bfloat16), (1, 4096, 4096, 4, 4, 128, True, torch.float16),
     (2, 130, 4096, 16, 4, 64, True, torch.float16), (2, 128, 3000, 16, 16, 256, True, torch.bfloat16),
     (1, 200, 2500, 8, 4, 192, False, torch.bfloat16), (2, 128, 640, 32, 8, 128, True, torch.bfloat16),
+    # decode, head_dim 128 (ATTN_DECODE: packed rows R = group * seqlen_q <= 32 on attn_dec): sq 1 and 4 (causal),
+    # group 4 and 8, R = 4..32, seqlen_k not a multiple of its 32-key tile, short (1 split, idle warps) and long
+    # (many splits), one split with many CTAs, sq > sk (rows without keys), MQA (R 8), MHA (R 1), and R > 32
+    # (MQA group 16 x sq 4: stays on attn_fwd_mma)
+    (1, 1, 37, 32, 8, 128, False, torch.bfloat16), (2, 4, 300, 32, 8, 128, True, torch.float16),
+    (1, 4, 16384, 64, 8, 128, True, torch.bfloat16), (2, 1, 16383, 64, 8, 128, False, torch.float16),
+    (64, 4, 2047, 32, 8, 128, True, torch.bfloat16), (3, 4, 1000, 16, 4, 128, True, torch.float16),
+    (2, 3, 2, 8, 2, 128, True, torch.bfloat16), (1, 16, 100, 16, 8, 128, True, torch.bfloat16),
+    (96, 1, 1000, 8, 1, 128, False, torch.bfloat16), (4, 1, 5000, 4, 4, 128, False, torch.float16),
+    (2, 4, 500, 16, 1, 128, True, torch.bfloat16), (8, 4, 4100, 64, 8, 128, True, torch.float16),
 ]
 TOL = {torch.bfloat16: (1.5e-2, 1e-2), torch.float16: (2e-3, 2e-3)}
 
