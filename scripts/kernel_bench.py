@@ -191,6 +191,8 @@ def main() -> None:
     ap.add_argument("--check-only", action="store_true", help="build and check, no timing")
     ap.add_argument("--keep", type=Path, help="copy the built libraries here")
     ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--no-check", action="store_true", help="time without checking first (the variants were checked "
+                    "in an earlier --check-only run, as scripts/kernel_dev.sh does)")
     ap.add_argument("--prebuilt", type=Path, help="load NAME.so from this folder instead of building")
     ap.add_argument("--one", help="only call each variant (and FA3) --calls times on one grid scenario, e.g. d128_n_s8192 (for ncu)")
     ap.add_argument("--calls", type=int, default=3, help="calls per variant with --one")
@@ -228,7 +230,8 @@ def main() -> None:
     runners = {}
     for name, path in libs.items():
         runners[name] = Runner(path)
-        if args.one:  # ncu counts the first launches it matches: no check calls before the one scenario
+        if args.one or args.no_check:  # --one: ncu counts the first launches it matches, no check calls before
+            results[name] = {}
             continue
         bad = check(runners[name])
         print(f"[{name}] check: {'OK' if not bad else 'FAILED'}", flush=True)
