@@ -14,11 +14,11 @@
    address expressions (sQ_lane, k_lane_off, v_lane_off, stage offsets) and its P packing: S = Q K^T and
    O = P V for MI 1 and 2, and that every (row, column) of the merge buffer has exactly one writer.
 """
+# ruff: noqa: B023  (the per-lane helper closures are called inside the loop iteration that defines them)
 from __future__ import annotations
 
 import itertools
 import math
-import re
 import subprocess
 import sys
 import tempfile
