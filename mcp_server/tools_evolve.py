@@ -35,7 +35,7 @@ from evolve.driver import issue_ticket, latest_run, start_or_resume, submit_chil
 from evolve.engine import Budget, Search
 from evolve.pool import LocalPool
 from evolve.report import RunStatus, build_report, render_report, run_status
-from harness.errors import AttnqError, InputError
+from harness.errors import AttnqError, InputError, NoGpuError
 from harness.logging import get_logger
 from mcp_server.edge import format_error, progress_sink
 from mcp_server.state import ServerState
@@ -244,14 +244,25 @@ def _next(ev: _Evolve, search: Search, after: int | None = None) -> EvolveNext:
             return EvolveNext(run_id=search.run_id, state="evaluating_seed", job_id=job.job_id,
                               message=f"the seed is being evaluated ({job.message}); call evolve_next again")
         if out == "evaluating":
+            idle = [p.id for p in search.db.programs(search.run_id, status="pending")
+                    if p.parent_id is not None and (search.run_id, str(p.ticket_id)) not in ev.jobs]
             return EvolveNext(run_id=search.run_id, state="waiting",
-                              message="every mutation of this generation is handed out or being evaluated: "
-                                      "call evolve_submit for yours")
+                              message=_waits_for_gpu(search) if idle else
+                              "every mutation of this generation is handed out or being evaluated: "
+                              "call evolve_submit for yours")
         return EvolveNext(run_id=search.run_id, state="finished",
                           message=f"the run is over: {out}. `attnq evolve export -o best.cu` writes the best program")
     if key is not None:
         ev.next_for[key] = out.id
     return _ready(ev, search, out)
+
+
+def _waits_for_gpu(search: Search) -> str:
+    """What to do about children that were accepted but not evaluated (submitted where no GPU was at hand)."""
+    ids = [p.id for p in search.db.programs(search.run_id, status="pending") if p.parent_id is not None]
+    return (f"The submitted children ({', '.join(f'#{i}' for i in ids)}) are stored and wait for an evaluation "
+            f"(pending): on a machine with the GPU, `attnq evolve --run {search.run_id}` (same workspace state) "
+            "evaluates them all in one batch; then call evolve_next here for the next generation's mutations")
 
 
 def _ready(ev: _Evolve, search: Search, out: Any) -> EvolveNext:
@@ -356,6 +367,8 @@ def register_evolve_tools(server: MCPServer, state: ServerState, *, edge: Callab
         await state.jobs.wait(job, state.jobs.limits.inline_s, progress_sink(ctx), cancel_on_abort=False)  # type: ignore[arg-type]
         if job.finished and job.exc is not None:  # e.g. no GPU: the child stays pending, a new submit retries
             ev.jobs.pop((search.run_id, str(ticket_id)), None)
+            if isinstance(job.exc, NoGpuError):
+                raise NoGpuError(f"{job.exc.message}. {_waits_for_gpu(search)}") from None
             raise job.exc
         return await anyio.to_thread.run_sync(_answer, ev, search, ticket_id, None, job)
 

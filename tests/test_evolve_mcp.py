@@ -128,3 +128,70 @@ def test_without_a_run_evolve_next_says_how_to_start_one(workspace: Path) -> Non
 
     anyio.run(main)
     server.attnq_state.close()  # type: ignore[attr-defined]
+
+
+def _set_evaluator(ws: Path, run: str, kind: str) -> None:
+    from evolve.db import EvolveDB
+
+    with EvolveDB.for_state_dir(ws / "state") as db:
+        db.update_run(run, config={**db.run(run).config, "evaluator": kind})
+
+
+def test_children_submitted_without_a_gpu_wait_for_one_batch_on_a_gpu_host(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offline loop: an agent on a machine without a GPU mutates, a GPU host sharing the workspace state
+    evaluates. The host starts the run (`attnq evolve --mutator mcp`: the seed); on the agent's machine
+    evolve_submit keeps each child as pending and says how it gets evaluated, and evolve_next says the same
+    once the generation is handed out; `attnq evolve --run NAME` on the host evaluates every waiting child in
+    one batch; then evolve_next hands out generation 2. The host's evaluator is the compile-facts one here (no
+    GPU in CI), switched to the GPU harness for the agent's phase so that this machine refuses as one without
+    a GPU does (no_gpu)."""
+    from attnq.cli import main
+    from evolve.db import EvolveDB
+
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without a GPU: the harness evaluator must refuse here")
+    monkeypatch.setenv("ATTNQ_STATE", str(workspace / "state"))
+    monkeypatch.chdir(workspace)
+    assert main(["evolve", "--from", "seed.cu", "--mutator", "mcp", "--run", "off", "--goal", "9"]) == 0  # the host: the seed
+    _set_evaluator(workspace, "off", "harness")
+
+    async def agent(edits: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        server = build_server(_settings(workspace))
+        out: list[dict[str, Any]] = []
+        async with Client(server) as c:
+            for old, new in edits:
+                nxt = await _call(c, "evolve_next", run="off")
+                assert nxt["state"] == "ready" and nxt["generation"] == 1, nxt
+                _edit(workspace, nxt["child_path"], old, new)
+                res = await c.call_tool("evolve_submit", {"ticket_id": nxt["ticket_id"], "run": "off"})
+                text = res.content[0].text  # type: ignore[union-attr]
+                assert res.is_error and "[no_gpu]" in text and "wait for an evaluation" in text, text
+                assert "`attnq evolve --run off`" in text
+            out.append(await _call(c, "evolve_next", run="off"))
+        server.attnq_state.close()  # type: ignore[attr-defined]
+        return out
+
+    (waiting,) = anyio.run(agent, [("#define TILE 256", "#define TILE 4096"), ("#define UNROLL 2", "#define UNROLL 3")])
+    assert waiting["state"] == "waiting" and "attnq evolve --run off" in waiting["message"], waiting
+    with EvolveDB.for_state_dir(workspace / "state") as db:
+        kids = [p for p in db.programs("off") if p.parent_id is not None]
+        assert len(kids) == 2 and {p.status for p in kids} == {"pending"} and all(p.stage is None for p in kids)
+
+    _set_evaluator(workspace, "off", "compile_facts")  # back on the host
+    assert main(["evolve", "--run", "off"]) == 0
+    with EvolveDB.for_state_dir(workspace / "state") as db:
+        kids = [p for p in db.programs("off") if p.parent_id is not None]
+        assert {p.status for p in kids} == {"correct"} and all(p.fitness_quick for p in kids)
+        assert any(p.improvement and p.improvement > 0 for p in kids)  # TILE 4096 is faster in this evaluator
+
+    async def next_generation() -> dict[str, Any]:
+        server = build_server(_settings(workspace))
+        async with Client(server) as c:
+            nxt = await _call(c, "evolve_next", run="off")
+        server.attnq_state.close()  # type: ignore[attr-defined]
+        return nxt
+
+    nxt = anyio.run(next_generation)
+    assert nxt["state"] == "ready" and nxt["generation"] == 2, nxt

@@ -2,8 +2,9 @@
 
 ``attnq evolve --from kernel.cu [flags]`` starts a run (or resumes ``--run NAME``) and loops until the
 goal is met on ``full`` or a budget is spent; ``--mutator mcp`` only evaluates the seed and leaves the
-mutations to an MCP client (tools ``evolve_next`` / ``evolve_submit``). ``--arms question,plain,none``
-runs the ablation: one run per arm, same seed and budget. Exit codes: attnq.cli.EXIT_CODES["evolve"]
+mutations to an MCP client (tools ``evolve_next`` / ``evolve_submit``); resumed (``--run NAME``), it also
+evaluates the children MCP clients submitted on a machine without a GPU, which wait as ``pending``.
+``--arms question,plain,none`` runs the ablation: one run per arm, same seed and budget. Exit codes: attnq.cli.EXIT_CODES["evolve"]
 (0 ended or waits for an MCP client, 1 the seed is not correct, 2 an error you can fix, 3 no GPU).
 """
 
@@ -134,18 +135,28 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _seed_only(search: Any, pool: Any) -> Any:
-    """``--mutator mcp``: evaluate the seed, then hand the run to MCP clients."""
+    """``--mutator mcp``: evaluate the seed and every child that MCP clients submitted where no GPU was at hand
+    (they wait as ``pending``), then hand the run to MCP clients for the next mutations."""
     from evolve.engine import Budget
 
+    budget = Budget(search.cfg, search.db, search.run)
     seed = search.seed_program()
     if seed.status == "pending":
         _say(f"evaluating the seed #{seed.id} ({pool.description})")
-        budget = Budget(search.cfg, search.db, search.run)
         seed = search.evaluate_one(seed, pool, budget, _say)
         search.db.update_run(search.run_id, elapsed_s=round(budget.elapsed_s(), 3))
     if seed.status != "correct":
         return search.finish("failed", f"the seed #{seed.id} is {seed.status}: the search needs a correct seed")
     search.close_generation(0)
+    waiting = [p for p in search.db.programs(search.run_id, status="pending") if p.parent_id is not None]
+    if waiting:
+        _say(f"evaluating {len(waiting)} submitted children ({', '.join(f'#{p.id}' for p in waiting)}; "
+             f"{pool.description})")
+        search.evaluate(waiting, pool, budget, _say)
+        search.db.update_run(search.run_id, elapsed_s=round(budget.elapsed_s(), 3))
+        left = [p.id for p in search.db.programs(search.run_id, status="pending") if p.parent_id is not None]
+        if left:
+            _say(f"children {left} still wait: the budget was spent before their GPU stage")
     _say(f"run {search.run_id} waits for an MCP client: tools evolve_next and evolve_submit (attnq serve)")
     return search.run
 
