@@ -188,13 +188,17 @@ class _Evolve:
             run_id = rec.run_id if rec is not None and (seed_path is None or rec.state == "running") else None
         with self.lock:
             if run_id is not None:
+                rec = db.run(run_id)  # StoreError naming the known runs
                 if run_id not in self.searches:
-                    rec = db.run(run_id)  # StoreError naming the known runs
                     if rec.campaign_id != self.campaign():
                         raise InputError(f"evolve run {run_id!r} belongs to campaign {rec.campaign_id!r}")
                     self.searches[run_id] = Search(db, run_id, state_dir=st.settings.state_dir)
-                self.searches[run_id].bank = st.bank()
-                return self.searches[run_id]
+                search = self.searches[run_id]
+                # `attnq evolve --run NAME` (the GPU host) may have changed the run's budgets since: planning and
+                # stopping must read them, not this server's first copy (that ended a run the host had extended)
+                search.cfg = EvolveConfig(**rec.config)
+                search.bank = st.bank()
+                return search
             cfg = EvolveConfig(mutator="mcp", gpus=[st.settings.gpu], goal_speedup=st.settings.goal_speedup,
                                goal_against=st.settings.goal_anchor or "original", arch=st.settings.arch)
             search, _ = start_or_resume(db, campaign_id=self.campaign(), state_dir=st.settings.state_dir, cfg=cfg,

@@ -195,3 +195,30 @@ def test_children_submitted_without_a_gpu_wait_for_one_batch_on_a_gpu_host(
 
     nxt = anyio.run(next_generation)
     assert nxt["state"] == "ready" and nxt["generation"] == 2, nxt
+
+
+def test_a_running_server_reads_the_budget_the_host_raised(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One long-lived `attnq serve` across the host's work: the host starts an mcp run whose evaluation budget the
+    seed spends, the agent hears the run is over, the host raises the budget (`attnq evolve --run NAME
+    --max-evals 20`); the same server then hands out a mutation instead of ending the run on its first copy of
+    the budget."""
+    from attnq.cli import main
+    from evolve.db import EvolveDB
+
+    monkeypatch.setenv("ATTNQ_STATE", str(workspace / "state"))
+    monkeypatch.chdir(workspace)
+    assert main(["evolve", "--from", "seed.cu", "--mutator", "mcp", "--run", "b", "--goal", "9", "--max-evals", "2"]) == 0
+    server = build_server(_settings(workspace))
+
+    async def agent() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with Client(server) as c:
+            over = await _call(c, "evolve_next", run="b")
+            assert main(["evolve", "--run", "b", "--max-evals", "20"]) == 0  # the host, meanwhile
+            return over, await _call(c, "evolve_next", run="b")
+
+    over, nxt = anyio.run(agent)
+    server.attnq_state.close()  # type: ignore[attr-defined]
+    assert over["state"] == "finished" and "evaluation budget spent (2 of 2)" in over["message"], over
+    assert nxt["state"] == "ready" and nxt["generation"] == 1, nxt
+    with EvolveDB.for_state_dir(workspace / "state") as db:
+        assert db.run("b").state == "running"
