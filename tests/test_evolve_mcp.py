@@ -222,3 +222,21 @@ def test_a_running_server_reads_the_budget_the_host_raised(workspace: Path, monk
     assert nxt["state"] == "ready" and nxt["generation"] == 1, nxt
     with EvolveDB.for_state_dir(workspace / "state") as db:
         assert db.run("b").state == "running"
+
+
+def test_the_host_command_with_a_mistyped_run_name_names_the_known_runs(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`attnq evolve --run NAME` with a name no run has: exit 2, one line naming the name and the runs there are
+    (it asked for a seed program before, as if the user had meant to start a run), and no run is created."""
+    from attnq.cli import main
+    from evolve.db import EvolveDB
+
+    monkeypatch.setenv("ATTNQ_STATE", str(workspace / "state"))
+    monkeypatch.chdir(workspace)
+    assert main(["evolve", "--from", "seed.cu", "--mutator", "mcp", "--run", "off", "--goal", "9"]) == 0
+    capsys.readouterr()
+    assert main(["evolve", "--run", "of"]) == 2
+    err = capsys.readouterr().err
+    assert "no evolve run 'of' to resume (known runs: off)" in err and "--run of --from FILE" in err, err
+    with EvolveDB.for_state_dir(workspace / "state") as db:
+        assert [r.run_id for r in db.runs()] == ["off"]
