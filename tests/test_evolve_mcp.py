@@ -240,3 +240,50 @@ def test_the_host_command_with_a_mistyped_run_name_names_the_known_runs(
     assert "no evolve run 'of' to resume (known runs: off)" in err and "--run of --from FILE" in err, err
     with EvolveDB.for_state_dir(workspace / "state") as db:
         assert [r.run_id for r in db.runs()] == ["off"]
+
+
+def test_children_that_wait_on_a_spent_budget_say_how_to_raise_it(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The offline loop with an evaluation budget the batch outruns: the host's batch leaves the children pending
+    and says which budget stopped them and how to raise it; the agent's evolve_next says the same instead of
+    sending it back to the plain `attnq evolve --run NAME`, which would evaluate nothing."""
+    from attnq.cli import main
+
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without a GPU: the harness evaluator must refuse here")
+    monkeypatch.setenv("ATTNQ_STATE", str(workspace / "state"))
+    monkeypatch.chdir(workspace)
+    assert main(["evolve", "--from", "seed.cu", "--mutator", "mcp", "--run", "b", "--goal", "9", "--max-evals", "3"]) == 0
+    _set_evaluator(workspace, "b", "harness")
+
+    async def agent(edits: list[tuple[str, str]]) -> dict[str, Any]:
+        server = build_server(_settings(workspace))
+        async with Client(server) as c:
+            for old, new in edits:
+                nxt = await _call(c, "evolve_next", run="b")
+                _edit(workspace, nxt["child_path"], old, new)
+                res = await c.call_tool("evolve_submit", {"ticket_id": nxt["ticket_id"], "run": "b"})
+                assert res.is_error and "[no_gpu]" in res.content[0].text  # type: ignore[union-attr]
+            out = await _call(c, "evolve_next", run="b")
+        server.attnq_state.close()  # type: ignore[attr-defined]
+        return out
+
+    anyio.run(agent, [("#define TILE 256", "#define TILE 4096"), ("#define UNROLL 2", "#define UNROLL 3")])
+    _set_evaluator(workspace, "b", "compile_facts")
+    capsys.readouterr()
+    assert main(["evolve", "--run", "b"]) == 0  # the seed took 2 of the 3 evaluations: one quick stage is left
+    err = capsys.readouterr().err
+    assert "still wait: evaluation budget spent (3 of 3)" in err and "`attnq evolve --run b --max-evals N`" in err, err
+
+    async def ask() -> dict[str, Any]:
+        server = build_server(_settings(workspace))
+        async with Client(server) as c:
+            out = await _call(c, "evolve_next", run="b")
+        server.attnq_state.close()  # type: ignore[attr-defined]
+        return out
+
+    waiting = anyio.run(ask)
+    assert waiting["state"] == "waiting", waiting
+    assert "(pending): evaluation budget spent (3 of 3), so on a machine" in waiting["message"], waiting
+    assert "`attnq evolve --run b --max-evals N`" in waiting["message"], waiting
