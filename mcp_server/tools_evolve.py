@@ -201,8 +201,16 @@ class _Evolve:
                 return search
             cfg = EvolveConfig(mutator="mcp", gpus=[st.settings.gpu], goal_speedup=st.settings.goal_speedup,
                                goal_against=st.settings.goal_anchor or "original", arch=st.settings.arch)
-            search, _ = start_or_resume(db, campaign_id=self.campaign(), state_dir=st.settings.state_dir, cfg=cfg,
-                                        run_id=None, seed_path=st.resolve_file(seed_path or ""), bank=st.bank())
+            seed = st.resolve_file(seed_path or "")
+            try:
+                search, _ = start_or_resume(db, campaign_id=self.campaign(), state_dir=st.settings.state_dir,
+                                            cfg=cfg, run_id=None, seed_path=seed, bank=st.bank())
+            except NoGpuError as err:  # the offline loop: the run starts where the GPU is, mutations come from here
+                raise NoGpuError(
+                    f"{err.message}. Without a GPU here, start the run on a machine with the GPU (same workspace "
+                    f"state): `attnq evolve --mutator mcp --from {st.rel(seed)} --run NAME` evaluates the seed; then "
+                    "call evolve_next(run=NAME) here, and the children you submit wait there for "
+                    "`attnq evolve --run NAME`") from None
             self.searches[search.run_id] = search
             return search
 
@@ -255,7 +263,8 @@ def _next(ev: _Evolve, search: Search, after: int | None = None) -> EvolveNext:
                               "every mutation of this generation is handed out or being evaluated: "
                               "call evolve_submit for yours")
         return EvolveNext(run_id=search.run_id, state="finished",
-                          message=f"the run is over: {out}. `attnq evolve export -o best.cu` writes the best program")
+                          message=f"the run is over: {out}. `attnq evolve export --run {search.run_id} -o best.cu` "
+                                  "writes the best program")
     if key is not None:
         ev.next_for[key] = out.id
     return _ready(ev, search, out)

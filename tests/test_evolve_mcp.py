@@ -219,6 +219,7 @@ def test_a_running_server_reads_the_budget_the_host_raised(workspace: Path, monk
     over, nxt = anyio.run(agent)
     server.attnq_state.close()  # type: ignore[attr-defined]
     assert over["state"] == "finished" and "evaluation budget spent (2 of 2)" in over["message"], over
+    assert "`attnq evolve export --run b -o best.cu`" in over["message"]  # this run's best, not the latest run's
     assert nxt["state"] == "ready" and nxt["generation"] == 1, nxt
     with EvolveDB.for_state_dir(workspace / "state") as db:
         assert db.run("b").state == "running"
@@ -287,3 +288,29 @@ def test_children_that_wait_on_a_spent_budget_say_how_to_raise_it(
     assert waiting["state"] == "waiting", waiting
     assert "(pending): evaluation budget spent (3 of 3), so on a machine" in waiting["message"], waiting
     assert "`attnq evolve --run b --max-evals N`" in waiting["message"], waiting
+
+
+def test_an_agent_without_a_gpu_is_told_where_the_run_starts(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """evolve_next(seed_path=...) on a machine without a GPU cannot start a run (the seed needs the GPU): the error
+    says how the offline loop starts instead (on the GPU host, `attnq evolve --mutator mcp --from SEED --run NAME`)
+    and no run is created."""
+    from evolve.db import EvolveDB
+
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without a GPU: the harness evaluator must refuse here")
+    server = build_server(_settings(workspace))
+
+    async def main() -> str:
+        async with Client(server) as c:
+            res = await c.call_tool("evolve_next", {"seed_path": "seed.cu"})
+            assert res.is_error
+            return res.content[0].text  # type: ignore[union-attr]
+
+    monkeypatch.delenv("ATTNQ_EVOLVE_EVALUATOR")  # the fixture's compile-facts evaluator needs no GPU; the default does
+    text = anyio.run(main)
+    server.attnq_state.close()  # type: ignore[attr-defined]
+    assert "[no_gpu]" in text and "`attnq evolve --mutator mcp --from seed.cu --run NAME`" in text, text
+    assert "evolve_next(run=NAME)" in text
+    with EvolveDB.for_state_dir(workspace / "state") as db:
+        assert db.runs() == []
