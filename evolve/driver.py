@@ -89,6 +89,10 @@ def start_or_resume(db: EvolveDB, *, campaign_id: str, state_dir: Path, cfg: Evo
         if rec.state != "running":
             db.update_run(run_id, state="running", stop_reason=None)
         return Search(db, run_id, bank=bank, state_dir=state_dir), False
+    if seed_path is None and run_id is not None:  # most often a mistyped name: say which runs there are
+        known = ", ".join(r.run_id for r in db.runs()) or "none"
+        raise InputError(f"no evolve run {run_id!r} to resume (known runs: {known}); to start it, give the seed "
+                         f"program: attnq evolve --run {run_id} --from FILE")
     if seed_path is None:
         raise InputError("no evolve run to resume: give the seed program (attnq evolve --from FILE; MCP: seed_path)")
     try:

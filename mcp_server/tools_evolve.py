@@ -188,17 +188,29 @@ class _Evolve:
             run_id = rec.run_id if rec is not None and (seed_path is None or rec.state == "running") else None
         with self.lock:
             if run_id is not None:
+                rec = db.run(run_id)  # StoreError naming the known runs
                 if run_id not in self.searches:
-                    rec = db.run(run_id)  # StoreError naming the known runs
                     if rec.campaign_id != self.campaign():
                         raise InputError(f"evolve run {run_id!r} belongs to campaign {rec.campaign_id!r}")
                     self.searches[run_id] = Search(db, run_id, state_dir=st.settings.state_dir)
-                self.searches[run_id].bank = st.bank()
-                return self.searches[run_id]
+                search = self.searches[run_id]
+                # `attnq evolve --run NAME` (the GPU host) may have changed the run's budgets since: planning and
+                # stopping must read them, not this server's first copy (that ended a run the host had extended)
+                search.cfg = EvolveConfig(**rec.config)
+                search.bank = st.bank()
+                return search
             cfg = EvolveConfig(mutator="mcp", gpus=[st.settings.gpu], goal_speedup=st.settings.goal_speedup,
                                goal_against=st.settings.goal_anchor or "original", arch=st.settings.arch)
-            search, _ = start_or_resume(db, campaign_id=self.campaign(), state_dir=st.settings.state_dir, cfg=cfg,
-                                        run_id=None, seed_path=st.resolve_file(seed_path or ""), bank=st.bank())
+            seed = st.resolve_file(seed_path or "")
+            try:
+                search, _ = start_or_resume(db, campaign_id=self.campaign(), state_dir=st.settings.state_dir,
+                                            cfg=cfg, run_id=None, seed_path=seed, bank=st.bank())
+            except NoGpuError as err:  # the offline loop: the run starts where the GPU is, mutations come from here
+                raise NoGpuError(
+                    f"{err.message}. Without a GPU here, start the run on a machine with the GPU (same workspace "
+                    f"state): `attnq evolve --mutator mcp --from {st.rel(seed)} --run NAME` evaluates the seed; then "
+                    "call evolve_next(run=NAME) here, and the children you submit wait there for "
+                    "`attnq evolve --run NAME`") from None
             self.searches[search.run_id] = search
             return search
 
@@ -251,7 +263,8 @@ def _next(ev: _Evolve, search: Search, after: int | None = None) -> EvolveNext:
                               "every mutation of this generation is handed out or being evaluated: "
                               "call evolve_submit for yours")
         return EvolveNext(run_id=search.run_id, state="finished",
-                          message=f"the run is over: {out}. `attnq evolve export -o best.cu` writes the best program")
+                          message=f"the run is over: {out}. `attnq evolve export --run {search.run_id} -o best.cu` "
+                                  "writes the best program")
     if key is not None:
         ev.next_for[key] = out.id
     return _ready(ev, search, out)
@@ -260,9 +273,13 @@ def _next(ev: _Evolve, search: Search, after: int | None = None) -> EvolveNext:
 def _waits_for_gpu(search: Search) -> str:
     """What to do about children that were accepted but not evaluated (submitted where no GPU was at hand)."""
     ids = [p.id for p in search.db.programs(search.run_id, status="pending") if p.parent_id is not None]
+    spent = Budget(search.cfg, search.db, search.run).exhausted()
+    host = (f"{spent}, so on a machine with the GPU, `attnq evolve --run {search.run_id} "
+            "--max-evals N` (or --max-gpu-hours / --max-wall-s; same workspace state) raises it and" if spent else
+            f"on a machine with the GPU, `attnq evolve --run {search.run_id}` (same workspace state)")
     return (f"The submitted children ({', '.join(f'#{i}' for i in ids)}) are stored and wait for an evaluation "
-            f"(pending): on a machine with the GPU, `attnq evolve --run {search.run_id}` (same workspace state) "
-            "evaluates them all in one batch; then call evolve_next here for the next generation's mutations")
+            f"(pending): {host} evaluates them all in one batch; then call evolve_next here for the next "
+            "generation's mutations")
 
 
 def _ready(ev: _Evolve, search: Search, out: Any) -> EvolveNext:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -314,7 +315,7 @@ def import_bank(path: str | Path, *, settings: Settings, replace: bool = False) 
                 q.model_dump(exclude={"origin"}) for q in qs]:
             raise QuestionBankError(
                 f"a different bank named {src.stem!r} is already imported ({dest}); rename {src.name}, or "
-                "replace it (`attnq questions import --replace`)")
+                f"replace it: attnq questions import --replace {shlex.quote(str(src))}")
     export_bank(Bank(questions=qs, sources=[str(src)]), dest, fmt="toml")
     load_bank_file(dest)  # round-trip check
     return dest

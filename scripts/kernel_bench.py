@@ -180,24 +180,69 @@ def flops(b, h, s, d, causal):
     return f / 2 if causal else f
 
 
+def check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse bad arguments before any build (a typo surfaced as a traceback after minutes of nvcc)."""
+    import re
+
+    from harness.errors import AttnqError
+    from harness.scenarios import load_suite
+
+    if not args.prebuilt and not args.kernel.is_file():
+        ap.error(f"no kernel file {args.kernel}")
+    names = []
+    for v in args.variant:
+        name = v.split("=", 1)[0]
+        if "=" not in v or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            ap.error(f"--variant {v!r}: use NAME=FLAGS (NAME of letters, digits, '_', '.', '-'; FLAGS may be empty)")
+        if name in names:
+            ap.error(f"--variant {name!r} is given twice")
+        names.append(name)
+    try:
+        dims = {int(x) for x in args.dims.split(",") if x.strip()}
+    except ValueError:
+        dims = set()
+    if not dims or not dims <= {d for d, _, _ in GRID}:
+        ap.error(f"--dims {args.dims!r}: a comma list of 64, 96, 128, 192, 256")
+    if args.check_only and args.no_check:
+        ap.error("--check-only and --no-check exclude each other")
+    if args.suite is not None:
+        if args.one:
+            ap.error("--one calls one FA3-grid scenario: not with --suite")
+        if args.dims != ap.get_default("dims"):
+            ap.error("--dims filters the FA3 grid: not with --suite (it times every scenario of the suite)")
+        try:
+            load_suite(args.suite)
+        except AttnqError as err:
+            ap.error(f"--suite: {err.message}")
+    if args.one:
+        m = re.fullmatch(r"d(\d+)_([cn])_s(\d+)", args.one)
+        if m is None or (int(m[1]), m[2] == "c", int(m[3])) not in GRID:
+            ap.error(f"--one {args.one!r}: one FA3-grid scenario d<head_dim>_<c|n>_s<seqlen>, e.g. d128_n_s8192 "
+                     "(head_dim 64..256, seqlen 512..16384)")
+    if args.calls < 1:
+        ap.error("--calls must be at least 1")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("kernel", type=Path)
     ap.add_argument("--variant", action="append", default=[], help="NAME=-DX=1 -DY=2 (flags separated by spaces)")
-    ap.add_argument("--json", type=Path)
-    ap.add_argument("--dims", default="64,128,256")
+    ap.add_argument("--json", type=Path, help="write the TFLOP/s per variant and scenario here")
+    ap.add_argument("--dims", default="64,128,256", help="head_dims of the FA3 grid to time (default 64,128,256; "
+                    "any of 64,96,128,192,256; not with --suite)")
     ap.add_argument("--suite", help="time this harness suite's scenarios (e.g. production) instead of the FA3 grid; "
                     "classes are the scenario groups, keys the scenario ids")
-    ap.add_argument("--no-fa3", action="store_true")
+    ap.add_argument("--no-fa3", action="store_true", help="do not time FlashAttention-3 even where it is installed")
     ap.add_argument("--check-only", action="store_true", help="build and check, no timing")
     ap.add_argument("--keep", type=Path, help="copy the built libraries here")
-    ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--build-only", action="store_true", help="build the variants (and --keep them), no GPU needed")
     ap.add_argument("--no-check", action="store_true", help="time without checking first (the variants were checked "
                     "in an earlier --check-only run, as scripts/kernel_dev.sh does)")
     ap.add_argument("--prebuilt", type=Path, help="load NAME.so from this folder instead of building")
     ap.add_argument("--one", help="only call each variant (and FA3) --calls times on one grid scenario, e.g. d128_n_s8192 (for ncu)")
     ap.add_argument("--calls", type=int, default=3, help="calls per variant with --one")
     args = ap.parse_args()
+    check_args(ap, args)
     from triton.testing import do_bench
 
     variants = [v.split("=", 1) for v in (args.variant or ["base="])]

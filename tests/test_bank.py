@@ -143,8 +143,15 @@ def test_export_import_round_trip(tmp_path: Path, suffix: str) -> None:
     changed = Bank(questions=[Question(id="other-q", text="Which warp stalls longest?", triggers=["stall"],
                                        layer="parallelism_scheduling")])
     g = export_bank(changed, tmp_path / "elsewhere" / f"small.{suffix}")
-    with pytest.raises(QuestionBankError, match="already imported"):
+    with pytest.raises(QuestionBankError, match="already imported") as refused:
         import_bank(g, settings=other)
+    assert refused.value.message.endswith(f"attnq questions import --replace {g}")  # the command to run, with FILE
+    assert load_bank(settings=other).get("extra-q").layer == "memory_traffic"
+    bad = tmp_path / "broken" / f"small.{suffix}"
+    bad.parent.mkdir()
+    bad.write_text("not a bank [", encoding="utf-8")
+    with pytest.raises(QuestionBankError):
+        import_bank(bad, settings=other, replace=True)  # an invalid file replaces nothing
     assert load_bank(settings=other).get("extra-q").layer == "memory_traffic"
     assert import_bank(g, settings=other, replace=True) == dest
     assert load_bank(settings=other).get("other-q").layer == "parallelism_scheduling"

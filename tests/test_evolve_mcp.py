@@ -195,3 +195,122 @@ def test_children_submitted_without_a_gpu_wait_for_one_batch_on_a_gpu_host(
 
     nxt = anyio.run(next_generation)
     assert nxt["state"] == "ready" and nxt["generation"] == 2, nxt
+
+
+def test_a_running_server_reads_the_budget_the_host_raised(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One long-lived `attnq serve` across the host's work: the host starts an mcp run whose evaluation budget the
+    seed spends, the agent hears the run is over, the host raises the budget (`attnq evolve --run NAME
+    --max-evals 20`); the same server then hands out a mutation instead of ending the run on its first copy of
+    the budget."""
+    from attnq.cli import main
+    from evolve.db import EvolveDB
+
+    monkeypatch.setenv("ATTNQ_STATE", str(workspace / "state"))
+    monkeypatch.chdir(workspace)
+    assert main(["evolve", "--from", "seed.cu", "--mutator", "mcp", "--run", "b", "--goal", "9", "--max-evals", "2"]) == 0
+    server = build_server(_settings(workspace))
+
+    async def agent() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with Client(server) as c:
+            over = await _call(c, "evolve_next", run="b")
+            assert main(["evolve", "--run", "b", "--max-evals", "20"]) == 0  # the host, meanwhile
+            return over, await _call(c, "evolve_next", run="b")
+
+    over, nxt = anyio.run(agent)
+    server.attnq_state.close()  # type: ignore[attr-defined]
+    assert over["state"] == "finished" and "evaluation budget spent (2 of 2)" in over["message"], over
+    assert "`attnq evolve export --run b -o best.cu`" in over["message"]  # this run's best, not the latest run's
+    assert nxt["state"] == "ready" and nxt["generation"] == 1, nxt
+    with EvolveDB.for_state_dir(workspace / "state") as db:
+        assert db.run("b").state == "running"
+
+
+def test_the_host_command_with_a_mistyped_run_name_names_the_known_runs(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`attnq evolve --run NAME` with a name no run has: exit 2, one line naming the name and the runs there are
+    (it asked for a seed program before, as if the user had meant to start a run), and no run is created."""
+    from attnq.cli import main
+    from evolve.db import EvolveDB
+
+    monkeypatch.setenv("ATTNQ_STATE", str(workspace / "state"))
+    monkeypatch.chdir(workspace)
+    assert main(["evolve", "--from", "seed.cu", "--mutator", "mcp", "--run", "off", "--goal", "9"]) == 0
+    capsys.readouterr()
+    assert main(["evolve", "--run", "of"]) == 2
+    err = capsys.readouterr().err
+    assert "no evolve run 'of' to resume (known runs: off)" in err and "--run of --from FILE" in err, err
+    with EvolveDB.for_state_dir(workspace / "state") as db:
+        assert [r.run_id for r in db.runs()] == ["off"]
+
+
+def test_children_that_wait_on_a_spent_budget_say_how_to_raise_it(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The offline loop with an evaluation budget the batch outruns: the host's batch leaves the children pending
+    and says which budget stopped them and how to raise it; the agent's evolve_next says the same instead of
+    sending it back to the plain `attnq evolve --run NAME`, which would evaluate nothing."""
+    from attnq.cli import main
+
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without a GPU: the harness evaluator must refuse here")
+    monkeypatch.setenv("ATTNQ_STATE", str(workspace / "state"))
+    monkeypatch.chdir(workspace)
+    assert main(["evolve", "--from", "seed.cu", "--mutator", "mcp", "--run", "b", "--goal", "9", "--max-evals", "3"]) == 0
+    _set_evaluator(workspace, "b", "harness")
+
+    async def agent(edits: list[tuple[str, str]]) -> dict[str, Any]:
+        server = build_server(_settings(workspace))
+        async with Client(server) as c:
+            for old, new in edits:
+                nxt = await _call(c, "evolve_next", run="b")
+                _edit(workspace, nxt["child_path"], old, new)
+                res = await c.call_tool("evolve_submit", {"ticket_id": nxt["ticket_id"], "run": "b"})
+                assert res.is_error and "[no_gpu]" in res.content[0].text  # type: ignore[union-attr]
+            out = await _call(c, "evolve_next", run="b")
+        server.attnq_state.close()  # type: ignore[attr-defined]
+        return out
+
+    anyio.run(agent, [("#define TILE 256", "#define TILE 4096"), ("#define UNROLL 2", "#define UNROLL 3")])
+    _set_evaluator(workspace, "b", "compile_facts")
+    capsys.readouterr()
+    assert main(["evolve", "--run", "b"]) == 0  # the seed took 2 of the 3 evaluations: one quick stage is left
+    err = capsys.readouterr().err
+    assert "still wait: evaluation budget spent (3 of 3)" in err and "`attnq evolve --run b --max-evals N`" in err, err
+
+    async def ask() -> dict[str, Any]:
+        server = build_server(_settings(workspace))
+        async with Client(server) as c:
+            out = await _call(c, "evolve_next", run="b")
+        server.attnq_state.close()  # type: ignore[attr-defined]
+        return out
+
+    waiting = anyio.run(ask)
+    assert waiting["state"] == "waiting", waiting
+    assert "(pending): evaluation budget spent (3 of 3), so on a machine" in waiting["message"], waiting
+    assert "`attnq evolve --run b --max-evals N`" in waiting["message"], waiting
+
+
+def test_an_agent_without_a_gpu_is_told_where_the_run_starts(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """evolve_next(seed_path=...) on a machine without a GPU cannot start a run (the seed needs the GPU): the error
+    says how the offline loop starts instead (on the GPU host, `attnq evolve --mutator mcp --from SEED --run NAME`)
+    and no run is created."""
+    from evolve.db import EvolveDB
+
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without a GPU: the harness evaluator must refuse here")
+    server = build_server(_settings(workspace))
+
+    async def main() -> str:
+        async with Client(server) as c:
+            res = await c.call_tool("evolve_next", {"seed_path": "seed.cu"})
+            assert res.is_error
+            return res.content[0].text  # type: ignore[union-attr]
+
+    monkeypatch.delenv("ATTNQ_EVOLVE_EVALUATOR")  # the fixture's compile-facts evaluator needs no GPU; the default does
+    text = anyio.run(main)
+    server.attnq_state.close()  # type: ignore[attr-defined]
+    assert "[no_gpu]" in text and "`attnq evolve --mutator mcp --from seed.cu --run NAME`" in text, text
+    assert "evolve_next(run=NAME)" in text
+    with EvolveDB.for_state_dir(workspace / "state") as db:
+        assert db.runs() == []

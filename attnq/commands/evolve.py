@@ -156,7 +156,9 @@ def _seed_only(search: Any, pool: Any) -> Any:
         search.db.update_run(search.run_id, elapsed_s=round(budget.elapsed_s(), 3))
         left = [p.id for p in search.db.programs(search.run_id, status="pending") if p.parent_id is not None]
         if left:
-            _say(f"children {left} still wait: the budget was spent before their GPU stage")
+            _say(f"children {left} still wait: {budget.exhausted() or 'the budget was spent'} before their GPU "
+                 f"stage; raise it to evaluate them (`attnq evolve --run {search.run_id} --max-evals N`, or "
+                 "--max-gpu-hours / --max-wall-s)")
     _say(f"run {search.run_id} waits for an MCP client: tools evolve_next and evolve_submit (attnq serve)")
     return search.run
 
