@@ -275,8 +275,8 @@ def _waits_for_gpu(search: Search) -> str:
     ids = [p.id for p in search.db.programs(search.run_id, status="pending") if p.parent_id is not None]
     spent = Budget(search.cfg, search.db, search.run).exhausted()
     host = (f"{spent}, so on a machine with the GPU, `attnq evolve --run {search.run_id} "
-            "--max-evals N` (or --max-gpu-hours / --max-wall-s; same workspace state) raises it and" if spent else
-            f"on a machine with the GPU, `attnq evolve --run {search.run_id}` (same workspace state)")
+            "--max-evals N` (or --max-gpu-hours / --max-wall-s; with this state directory copied there) raises it and" if spent else
+            f"on a machine with the GPU, `attnq evolve --run {search.run_id}` (with this state directory copied there and back)")
     return (f"The submitted children ({', '.join(f'#{i}' for i in ids)}) are stored and wait for an evaluation "
             f"(pending): {host} evaluates them all in one batch; then call evolve_next here for the next "
             "generation's mutations")
