@@ -207,8 +207,8 @@ class _Evolve:
                                             cfg=cfg, run_id=None, seed_path=seed, bank=st.bank())
             except NoGpuError as err:  # the offline loop: the run starts where the GPU is, mutations come from here
                 raise NoGpuError(
-                    f"{err.message}. Without a GPU here, start the run on a machine with the GPU (same workspace "
-                    f"state): `attnq evolve --mutator mcp --from {st.rel(seed)} --run NAME` evaluates the seed; then "
+                    f"{err.message}. Without a GPU here, start the run on a machine with the GPU (with a copy "
+                    f"of this state directory): `attnq evolve --mutator mcp --from {st.rel(seed)} --run NAME` evaluates the seed; then "
                     "call evolve_next(run=NAME) here, and the children you submit wait there for "
                     "`attnq evolve --run NAME`") from None
             self.searches[search.run_id] = search

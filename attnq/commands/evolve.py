@@ -4,8 +4,9 @@
 goal is met on ``full`` or a budget is spent; ``--mutator mcp`` only evaluates the seed and leaves the
 mutations to an MCP client (tools ``evolve_next`` / ``evolve_submit``); resumed (``--run NAME``), it also
 evaluates the children MCP clients submitted on a machine without a GPU, which wait as ``pending``.
-``--arms question,plain,none`` runs the ablation: one run per arm, same seed and budget. Exit codes: attnq.cli.EXIT_CODES["evolve"]
-(0 ended or waits for an MCP client, 1 the seed is not correct, 2 an error you can fix, 3 no GPU).
+``--arms question,plain,none`` runs the ablation: one run per arm, same seed and budget. Exit codes:
+attnq.cli.EXIT_CODES["evolve"] (0 ended or waits for an MCP client, 1 the seed is not correct, 2 an error you
+can fix, 3 no GPU).
 """
 
 from __future__ import annotations
