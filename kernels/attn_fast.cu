@@ -619,6 +619,24 @@ __global__ void __launch_bounds__(NW * 32, MinBlocks<D, NW, MI>::value) attn_fwd
 // ------------------------------------------------------------------------------------------------
 // Split-KV combine: one warp per (b, h, i) row; fixed order over splits (deterministic).
 // ------------------------------------------------------------------------------------------------
+// The lse of `row` over the splits' partial lse (natural log; lse_part[s * rows + row], -inf for a split that saw
+// no key of the row): each lane takes splits lane, lane + 32, ..., then a warp reduction (a fixed order: the
+// same bits every call). `empty`: no split saw a key (lse +inf, o 0). Shared by attn_combine and attn_combine_dec.
+__device__ __forceinline__ float combined_lse(const float* lse_part, int S, long long rows, long long row, int lane,
+                                              bool& empty) {
+    float mx = -INFINITY;
+    for (int s = lane; s < S; s += 32) mx = fmaxf(mx, lse_part[s * rows + row]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.f;
+    if (mx != -INFINITY)
+        for (int s = lane; s < S; s += 32) sum += expf(lse_part[s * rows + row] - mx);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    empty = !(sum > 0.f);
+    return empty ? INFINITY : mx + logf(sum);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(128) attn_combine(const KParams p, int D) {
     const long long rows = (long long)p.batch * p.hq * p.sq;
@@ -627,17 +645,8 @@ __global__ void __launch_bounds__(128) attn_combine(const KParams p, int D) {
     if (row >= rows) return;
     const int S = p.num_splits;
     const long long split_stride = rows;  // rows per split in lse_part; o_part rows * D
-    float mx = -INFINITY;
-    for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.lse_part[s * split_stride + row]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    float sum = 0.f;
-    if (mx != -INFINITY)
-        for (int s = lane; s < S; s += 32) sum += expf(p.lse_part[s * split_stride + row] - mx);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const bool empty = !(sum > 0.f);
-    const float lse = empty ? INFINITY : mx + logf(sum);
+    bool empty;
+    const float lse = combined_lse(p.lse_part, S, rows, row, lane, empty);
 
     // row -> (b, h, i)
     const int i = (int)(row % p.sq);
@@ -1184,17 +1193,8 @@ __global__ void __launch_bounds__(128) attn_combine_dec(const KParams p) {
     const int lane = threadIdx.x & 31;
     if (row >= rows) return;
     const int S = p.num_splits;
-    float mx = -INFINITY;
-    for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.lse_part[s * rows + row]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    float sum = 0.f;
-    if (mx != -INFINITY)
-        for (int s = lane; s < S; s += 32) sum += expf(p.lse_part[s * rows + row] - mx);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const bool empty = !(sum > 0.f);
-    const float lse = empty ? INFINITY : mx + logf(sum);
+    bool empty;
+    const float lse = combined_lse(p.lse_part, S, rows, row, lane, empty);
     const int i = (int)(row % p.sq);
     const long long bh = row / p.sq;
     const int h = (int)(bh % p.hq);
