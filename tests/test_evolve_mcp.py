@@ -137,6 +137,40 @@ def _set_evaluator(ws: Path, run: str, kind: str) -> None:
         db.update_run(run, config={**db.run(run).config, "evaluator": kind})
 
 
+EDITS = [("#define TILE 256", "#define TILE 4096"), ("#define UNROLL 2", "#define UNROLL 3")]
+
+
+def _submit_offline(ws: Path, run: str, edits: list[tuple[str, str]]) -> tuple[list[tuple[dict[str, Any], Any]], dict[str, Any]]:
+    """The agent's side of the offline loop, on a fresh server: per edit, evolve_next, the edit applied to the
+    child, evolve_submit. Returns ``([(evolve_next's answer, evolve_submit's CallToolResult), ...], the final
+    evolve_next's answer)``; the callers assert on them."""
+    async def agent() -> tuple[list[tuple[dict[str, Any], Any]], dict[str, Any]]:
+        server = build_server(_settings(ws))
+        subs: list[tuple[dict[str, Any], Any]] = []
+        async with Client(server) as c:
+            for old, new in edits:
+                nxt = await _call(c, "evolve_next", run=run)
+                _edit(ws, nxt["child_path"], old, new)
+                subs.append((nxt, await c.call_tool("evolve_submit", {"ticket_id": nxt["ticket_id"], "run": run})))
+            last = await _call(c, "evolve_next", run=run)
+        server.attnq_state.close()  # type: ignore[attr-defined]
+        return subs, last
+
+    return anyio.run(agent)
+
+
+def _next_on_a_fresh_server(ws: Path, run: str) -> dict[str, Any]:
+    """evolve_next(run=run) on a new server (a new `attnq serve` process on the agent's machine)."""
+    async def ask() -> dict[str, Any]:
+        server = build_server(_settings(ws))
+        async with Client(server) as c:
+            out = await _call(c, "evolve_next", run=run)
+        server.attnq_state.close()  # type: ignore[attr-defined]
+        return out
+
+    return anyio.run(ask)
+
+
 def test_children_submitted_without_a_gpu_wait_for_one_batch_on_a_gpu_host(
         workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The offline loop: an agent on a machine without a GPU mutates, a GPU host sharing the workspace state
@@ -157,23 +191,13 @@ def test_children_submitted_without_a_gpu_wait_for_one_batch_on_a_gpu_host(
     assert main(["evolve", "--from", "seed.cu", "--mutator", "mcp", "--run", "off", "--goal", "9"]) == 0  # the host: the seed
     _set_evaluator(workspace, "off", "harness")
 
-    async def agent(edits: list[tuple[str, str]]) -> list[dict[str, Any]]:
-        server = build_server(_settings(workspace))
-        out: list[dict[str, Any]] = []
-        async with Client(server) as c:
-            for old, new in edits:
-                nxt = await _call(c, "evolve_next", run="off")
-                assert nxt["state"] == "ready" and nxt["generation"] == 1, nxt
-                _edit(workspace, nxt["child_path"], old, new)
-                res = await c.call_tool("evolve_submit", {"ticket_id": nxt["ticket_id"], "run": "off"})
-                text = res.content[0].text  # type: ignore[union-attr]
-                assert res.is_error and "[no_gpu]" in text and "wait for an evaluation" in text, text
-                assert "`attnq evolve --run off`" in text
-            out.append(await _call(c, "evolve_next", run="off"))
-        server.attnq_state.close()  # type: ignore[attr-defined]
-        return out
-
-    (waiting,) = anyio.run(agent, [("#define TILE 256", "#define TILE 4096"), ("#define UNROLL 2", "#define UNROLL 3")])
+    subs, waiting = _submit_offline(workspace, "off", EDITS)
+    assert len(subs) == 2
+    for nxt, res in subs:
+        assert nxt["state"] == "ready" and nxt["generation"] == 1, nxt
+        text = res.content[0].text
+        assert res.is_error and "[no_gpu]" in text and "wait for an evaluation" in text, text
+        assert "`attnq evolve --run off`" in text
     assert waiting["state"] == "waiting" and "attnq evolve --run off" in waiting["message"], waiting
     with EvolveDB.for_state_dir(workspace / "state") as db:
         kids = [p for p in db.programs("off") if p.parent_id is not None]
@@ -186,14 +210,7 @@ def test_children_submitted_without_a_gpu_wait_for_one_batch_on_a_gpu_host(
         assert {p.status for p in kids} == {"correct"} and all(p.fitness_quick for p in kids)
         assert any(p.improvement and p.improvement > 0 for p in kids)  # TILE 4096 is faster in this evaluator
 
-    async def next_generation() -> dict[str, Any]:
-        server = build_server(_settings(workspace))
-        async with Client(server) as c:
-            nxt = await _call(c, "evolve_next", run="off")
-        server.attnq_state.close()  # type: ignore[attr-defined]
-        return nxt
-
-    nxt = anyio.run(next_generation)
+    nxt = _next_on_a_fresh_server(workspace, "off")
     assert nxt["state"] == "ready" and nxt["generation"] == 2, nxt
 
 
@@ -258,33 +275,15 @@ def test_children_that_wait_on_a_spent_budget_say_how_to_raise_it(
     assert main(["evolve", "--from", "seed.cu", "--mutator", "mcp", "--run", "b", "--goal", "9", "--max-evals", "3"]) == 0
     _set_evaluator(workspace, "b", "harness")
 
-    async def agent(edits: list[tuple[str, str]]) -> dict[str, Any]:
-        server = build_server(_settings(workspace))
-        async with Client(server) as c:
-            for old, new in edits:
-                nxt = await _call(c, "evolve_next", run="b")
-                _edit(workspace, nxt["child_path"], old, new)
-                res = await c.call_tool("evolve_submit", {"ticket_id": nxt["ticket_id"], "run": "b"})
-                assert res.is_error and "[no_gpu]" in res.content[0].text  # type: ignore[union-attr]
-            out = await _call(c, "evolve_next", run="b")
-        server.attnq_state.close()  # type: ignore[attr-defined]
-        return out
-
-    anyio.run(agent, [("#define TILE 256", "#define TILE 4096"), ("#define UNROLL 2", "#define UNROLL 3")])
+    subs, _ = _submit_offline(workspace, "b", EDITS)
+    assert len(subs) == 2 and all(res.is_error and "[no_gpu]" in res.content[0].text for _, res in subs)
     _set_evaluator(workspace, "b", "compile_facts")
     capsys.readouterr()
     assert main(["evolve", "--run", "b"]) == 0  # the seed took 2 of the 3 evaluations: one quick stage is left
     err = capsys.readouterr().err
     assert "still wait: evaluation budget spent (3 of 3)" in err and "`attnq evolve --run b --max-evals N`" in err, err
 
-    async def ask() -> dict[str, Any]:
-        server = build_server(_settings(workspace))
-        async with Client(server) as c:
-            out = await _call(c, "evolve_next", run="b")
-        server.attnq_state.close()  # type: ignore[attr-defined]
-        return out
-
-    waiting = anyio.run(ask)
+    waiting = _next_on_a_fresh_server(workspace, "b")
     assert waiting["state"] == "waiting", waiting
     assert "(pending): evaluation budget spent (3 of 3), so on a machine" in waiting["message"], waiting
     assert "`attnq evolve --run b --max-evals N`" in waiting["message"], waiting
