@@ -2927,6 +2927,18 @@ int dispatch(const KParams& kp, const Plan& pl, int D, cudaStream_t stream) {
 
 }  // namespace
 
+namespace {
+// The split-KV partials in the workspace (the layout split_workspace_bytes sizes and attn_combine reads): o_part
+// fp32 [num_splits, batch, heads_q, seqlen_q, head_dim] from the first 256-byte boundary, then lse_part fp32
+// [num_splits, batch, heads_q, seqlen_q].
+void set_partials(KParams& kp, const attn_fwd_params* p, int num_splits) {
+    const size_t rows = (size_t)num_splits * p->batch * p->num_heads_q * p->seqlen_q;
+    const uintptr_t base = (reinterpret_cast<uintptr_t>(p->workspace) + 255u) & ~uintptr_t(255u);
+    kp.o_part = reinterpret_cast<float*>(base);
+    kp.lse_part = kp.o_part + rows * (size_t)p->head_dim;
+}
+}  // namespace
+
 extern "C" size_t attn_fwd_workspace_bytes(const attn_fwd_params* p) {
     if (p == nullptr || p->num_heads_kv <= 0 || p->num_heads_q % p->num_heads_kv != 0 || p->seqlen_q <= 0)
         return 0;
@@ -2979,12 +2991,7 @@ extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
     kp.num_splits = pl.num_splits;
     kp.tiles_per_split = pl.tiles_per_split;
     kp.scale_log2 = p->softmax_scale * kLog2e;
-    if (pl.num_splits > 1) {
-        const size_t rows = (size_t)pl.num_splits * p->batch * p->num_heads_q * p->seqlen_q;
-        uintptr_t base = (reinterpret_cast<uintptr_t>(p->workspace) + 255u) & ~uintptr_t(255u);
-        kp.o_part = reinterpret_cast<float*>(base);
-        kp.lse_part = kp.o_part + rows * (size_t)p->head_dim;
-    }
+    if (pl.num_splits > 1) set_partials(kp, p, pl.num_splits);
 
     const bool bf16 = p->dtype == ATTN_DTYPE_BF16;
     if (!pl.fast || p->seqlen_k == 0 || !(p->softmax_scale > 0.f)) {
@@ -3008,10 +3015,7 @@ extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
             KParams kw = kp;
             kw.num_splits = pw.num_splits;
             kw.tiles_per_split = 0;  // unused: the ws kernel splits each tile's own key range (ws_unit)
-            const size_t rows = (size_t)pw.num_splits * p->batch * p->num_heads_q * p->seqlen_q;
-            const uintptr_t base = (reinterpret_cast<uintptr_t>(p->workspace) + 255u) & ~uintptr_t(255u);
-            kw.o_part = reinterpret_cast<float*>(base);
-            kw.lse_part = kw.o_part + rows * (size_t)p->head_dim;
+            set_partials(kw, p, pw.num_splits);
             const int rc = bf16 ? dispatch_ws_split<__nv_bfloat16>(kw, p->head_dim, true, stream)
                                 : dispatch_ws_split<__half>(kw, p->head_dim, false, stream);
             if (rc >= 0) return rc;  // -1: no tensor map for these strides -> the kernels below
