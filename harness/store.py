@@ -4,7 +4,8 @@ directory is ``<workspace>/.attnq`` unless ``ATTNQ_STATE`` names another).
 Records every attempt (content hash, an archived copy of the source, compile facts, the verdict
 summary and per-scenario results), every question asked (trigger, evidence, question id), every
 claim (limit / done), every tool call as a timestamped event, and the questions people asked.
-Storage only: trigger detection and question selection live in ``questions/``.
+Storage only: trigger detection and question selection live in ``questions/``. Whole campaigns read
+back from a trace go in through ``insert_campaigns`` (harness/store_import.py), all or nothing.
 
 Durability: WAL journal, ``synchronous=FULL``, each write one ``BEGIN IMMEDIATE`` transaction, so a
 process killed mid-write loses only the write in flight (tested with SIGKILL in tests/test_store.py).
@@ -30,12 +31,13 @@ from pydantic import BaseModel, Field
 from harness.errors import InputError, StoreError
 from harness.logging import get_logger
 from harness.store_human import (
-    HumanQuestionRecord,  # noqa: F401  (re-exported: questions.human uses it)
+    HumanQuestionRecord,
     HumanQuestionTables,
     utc_now,
 )
 from harness.store_human import dump_json as _dump
 from harness.store_human import load_json as _load
+from harness.store_import import ImportTables, insert_scenario_rows
 from harness.verdict import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -205,6 +207,18 @@ class EventRecord(BaseModel):
     duration_s: float | None = None
 
 
+class CampaignRecords(BaseModel):
+    """One whole campaign to insert (:meth:`CampaignStore.insert_campaigns`), e.g. read back from a trace."""
+
+    campaign_id: str
+    created_at: str
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    questions: list[AskedQuestion] = Field(default_factory=list)
+    claims: list[ClaimRecord] = Field(default_factory=list)
+    events: list[EventRecord] = Field(default_factory=list)
+    human_questions: list[HumanQuestionRecord] = Field(default_factory=list)
+
+
 class CampaignInfo(BaseModel):
     """A campaign and its record counts."""
 
@@ -239,7 +253,7 @@ def _status_of(verdict: Verdict | None, error: dict[str, Any] | None, compiled: 
     raise StoreError("an attempt needs a compile result, a verdict or an error")
 
 
-class CampaignStore(HumanQuestionTables):
+class CampaignStore(HumanQuestionTables, ImportTables):
     """Handle on ``campaign.sqlite``. Thread-safe (one connection behind a lock); use as a context manager.
 
     Args:
@@ -411,11 +425,7 @@ class CampaignStore(HumanQuestionTables):
                  _dump(list(verdict.failed) if verdict else []), None if comp is None else _dump(comp),
                  vjson, None if err is None else _dump(err)))
             aid = int(cur.lastrowid or 0)
-            for s in verdict.scenarios if verdict else []:
-                cur.execute(
-                    "INSERT OR REPLACE INTO scenario_results VALUES (?,?,?,?,?,?,?,?)",
-                    (aid, s.id, s.group, int(s.correct), s.failure_kind, s.speedup, s.tflops,
-                     s.candidate.median_ms if s.candidate else None))
+            insert_scenario_rows(cur, aid, verdict)
             return aid, int(seq)
 
         _, seq = self._write(write)
