@@ -6,6 +6,10 @@ Export (``attnq trace export``): ``json`` is one object ``{"format": "attnq-trac
 "question" | "claim" | "event" | "human_question", "campaign_id", ...}``, preceded by a header line
 ``{"type": "header", "format": "attnq-trace", "version": 1}``. Attempts carry the archived source,
 compile facts and the full verdict.
+
+Import (``attnq trace import``, questions/trace_import.py) reads either form back into a store: each campaign
+with its records, timestamps, ``seq`` and ``attempt_seq`` as exported (row ids are the store's own), all
+or nothing; a campaign id that already holds records is refused (``rename_to`` imports one under another id).
 """
 
 from __future__ import annotations

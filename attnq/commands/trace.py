@@ -1,11 +1,19 @@
-"""``attnq trace export|show|campaigns|use``: publish and summarize the campaign store."""
+"""``attnq trace export|import|show|campaigns|use``: publish, restore and summarize the campaign store."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from attnq.commands.reflect import add_common_args, add_output_args, open_store, output_target, positive_int
+from attnq.commands.reflect import (
+    add_common_args,
+    add_output_args,
+    open_store,
+    output_target,
+    positive_int,
+    settings_from,
+)
 from harness.errors import InputError
 from harness.store import validate_campaign_id
 
@@ -26,6 +34,46 @@ def _export(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
     print(f"wrote {n} records ({args.format}) to {target}", file=sys.stderr)
+    return 0
+
+
+def _read_trace_file(path: Path) -> str:
+    """The trace file's text (``-``: stdin). Raises InputError when it cannot be read or is not UTF-8."""
+    try:
+        return sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text (an attnq trace is JSON)") from None
+
+
+def _import(args: argparse.Namespace) -> int:
+    from harness.store import CampaignStore
+    from questions.trace_import import import_trace
+
+    if args.rename_to is not None:
+        validate_campaign_id(args.rename_to)
+    text = _read_trace_file(args.file)
+    # --campaign picks a campaign of the trace, so the store opens on its active campaign (creating nothing).
+    with CampaignStore.open(settings_from(args)) as store:
+        result = import_trace(store, text, campaign_id=args.campaign, rename_to=args.rename_to)
+    if args.json:
+        print(result.model_dump_json(indent=2))
+        return 0
+    for c in result.campaigns:
+        n = c.counts
+        name = c.campaign_id + (f" (from {c.source_id})" if c.source_id != c.campaign_id else "")
+        print(f"imported campaign {name}: {n['attempts']} attempts, {n['questions']} questions, "
+              f"{n['claims']} claims, {n['events']} events, {n['human_questions']} human questions")
+    for src in result.skipped:
+        print(f"skipped campaign {src}: it holds no records in the trace and the store already uses the id")
+    if not result.campaigns:
+        print("nothing to import")
+    if result.activated:
+        print(f"active campaign: {result.active} (the store held no attempts before)")
+    else:
+        hint = f"; switch with: attnq trace use {result.campaigns[-1].campaign_id}" if result.campaigns else ""
+        print(f"active campaign: {result.active} (unchanged{hint})")
     return 0
 
 
@@ -74,6 +122,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.add_argument("--format", choices=("jsonl", "json"), default="jsonl")
     add_common_args(s, json_flag=False)
     s.set_defaults(handler=_export)
+    s = sub.add_parser("import", help="restore campaigns from a trace written by `attnq trace export`")
+    s.add_argument("file", type=Path, help="the trace (jsonl or json; - reads stdin)")
+    s.add_argument("--campaign", default=None, help="import only this campaign of the trace (default: every one)")
+    s.add_argument("--as", dest="rename_to", metavar="NEW_ID", default=None,
+                   help="import the (single or chosen) campaign under this id")
+    s.add_argument("--workspace", type=Path, default=None, help="workspace root (default: ATTNQ_WORKSPACE or cwd)")
+    s.add_argument("--json", action="store_true", help="print the result model as JSON")
+    s.set_defaults(handler=_import)
     s = sub.add_parser("show", help="attempts, best geomean over time, triggers, questions and what followed")
     s.add_argument("--horizon", type=positive_int, default=3, help="attempts after a question that count (default 3)")
     add_common_args(s)
