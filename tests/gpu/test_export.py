@@ -12,7 +12,8 @@ Checked on an H200:
 * a second GPU, when there is one, gets the kernel under a device guard on its own current stream;
 * backward says it is not available;
 * the package's default implementation of the op is the native one, shipped by the export (built against
-  this torch); it gives the Python implementation's bits and its exceptions;
+  this torch); it gives the Python implementation's bits and its exceptions; a copy whose record names
+  another torch builds it just in time on its first GPU call (inside that call's dispatch), same bits;
 * per-call host overhead of the op and of flash_attn_func over a direct ``attn_fwd`` call (ctypes,
   prebuilt params, preallocated outputs; tests/gpu/export_overhead.py), target < 5 us: of the default
   implementation of the freshly exported package and of the Python one (``<NAME>_NATIVE=0``), each in a
@@ -24,6 +25,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -224,6 +226,47 @@ def test_native_op_matches_python_and_keeps_the_errors(pkg) -> None:  # type: ig
         pkg.fwd(q, k.half() if k.dtype != torch.half else k.bfloat16(), v, 0.1, False)
     with pytest.raises(ValueError, match="must be on one device"):
         pkg.fwd(q, k.cpu(), v, 0.1, False)
+
+
+JIT_CHECK = r"""
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+name = sys.argv[2]
+m = __import__(name)
+ops = getattr(torch.ops, name)
+before = m.impl_info()
+q = torch.randn(2, 300, 8, 128, device="cuda", dtype=torch.bfloat16)
+k, v = torch.randn_like(q), torch.randn_like(q)
+first = ops.fwd(q, k, v, 0.1, True)  # the first use on a GPU, inside the op's dispatch: builds and registers
+after = m.impl_info()
+second = ops.fwd(q, k, v, 0.1, True)  # the native kernel now
+ref = ops._fwd_python(q, k, v, 0.1, True)
+torch.cuda.synchronize()
+same = [torch.equal(a, b) for a, b in zip(first + second, ref + ref)]
+print(json.dumps({"before": before, "after": after, "same": same}))
+"""
+
+
+def test_another_torch_in_the_record_builds_the_native_op_on_the_first_gpu_call(pkg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A copy whose kernel.json names another torch: the Python op at import, then the just-in-time build on the
+    first call on the GPU (registered while that call runs through the dispatcher); same bits before and after."""
+    if pkg.NATIVE_RECORD.get("status") != "built":
+        pytest.skip(f"the export built no native op here: {pkg.NATIVE_RECORD.get('reason')}")
+    copy = tmp_path / "other_torch"
+    shutil.copytree(Path(pkg.__file__).resolve().parent.parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest_path = copy / pkg.NAME / "kernel.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["native"]["torch"] = "0.0.0+other"
+    manifest_path.write_text(json.dumps(manifest))
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    env.pop(pkg.NATIVE_ENV, None)
+    proc = subprocess.run([sys.executable, "-c", JIT_CHECK, str(copy), pkg.NAME], capture_output=True, text=True,
+                          timeout=600, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["before"]["impl"] == "python" and "0.0.0+other" in out["before"]["reason"], out
+    assert (out["after"]["impl"], out["after"]["source"]) == ("native", "jit"), out
+    assert out["same"] == [True] * 4, out
 
 
 def _overhead(directory: Path, name: str, **env: str) -> dict:
