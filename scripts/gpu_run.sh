@@ -28,8 +28,8 @@
 #         ANCHORS default fa3,cudnn,flash when FlashAttention-3 imports, else flash,cudnn)
 #   fa3 / prodfa3: kernels/attn_fast.cu on the full suite vs fa3,cudnn,flash / on the production suite vs fa3
 #   export: GPU tests of `attnq export` on the fast kernel (tests/gpu/test_export.py: reference, torch.compile,
-#         CUDA graphs, the native op vs the Python one, per-call overhead and which op served it (impl: native |
-#         python) -> $OUT/export_overhead.json), then, with FA_TESTS=path/to/flash-attention/
+#         CUDA graphs, the shipped native op as the default and vs the Python one, per-call overhead of the default
+#         op and of the Python op, each in a fresh process -> $OUT/export_overhead.json), then, with FA_TESTS=path/to/flash-attention/
 #         hopper/test_flash_attn.py, `attnq peer-test` of the fast kernel against FlashAttention's forward tests
 #         (that file imports einops: bring it in .whl/ with ../shared/gpu/fetch-wheels.sh .whl einops; PEER_SELECT
 #         narrows the pytest -k expression, default test_flash_attn_output, e.g. "test_flash_attn_output and gqa")
@@ -236,14 +236,12 @@ PY
       note "export gpu tests: $(tail -1 "$OUT/logs/export_tests.log")"
       [ -f "$OUT/export_overhead.json" ] && note "   per-call host us: $(python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
-print("direct attn_fwd %.2f, op %.2f (+%.2f), flash_attn_func %.2f (+%.2f); target +%g: %s; impl %s%s" % (
-      d["direct_attn_fwd_us"], d["op_us"], d["op_overhead_us"], d["flash_attn_func_us"],
-      d["flash_attn_func_overhead_us"], d["target_us"], "met" if d["target_met"] else "NOT met", d.get("impl"),
-      " (%s)" % d["impl_reason"] if d.get("impl_reason") else ""))
-if "python_op_us" in d:
-    print("     python (the default) op %.2f (+%.2f), flash_attn_func %.2f (+%.2f)" % (d["python_op_us"],
-          d["python_op_us"] - d["direct_attn_fwd_us"], d["python_flash_attn_func_us"],
-          d["python_flash_attn_func_us"] - d["direct_attn_fwd_us"]))' "$OUT/export_overhead.json")"
+lines = ["%s op (%s%s): direct attn_fwd %.2f, op %.2f (+%.2f), flash_attn_func %.2f (+%.2f)%s" % (label, r["impl"],
+         ", " + r["source"] if r.get("source") else "", r["direct_attn_fwd_us"], r["op_us"], r["op_overhead_us"],
+         r["flash_attn_func_us"], r["flash_attn_func_overhead_us"], "; " + r["reason"] if r.get("reason") else "")
+         for label, r in (("default", d["default"]), ("python", d["python"]))]
+lines.append("target +%g for the default op: %s" % (d["target_us"], "met" if d["target_met"] else "NOT met"))
+print("\n     ".join(lines))' "$OUT/export_overhead.json")"
       if [ -n "${FA_TESTS:-}" ]; then
         attnq peer-test kernels/attn_fast.cu --fa-tests "$FA_TESTS" --select "${PEER_SELECT:-test_flash_attn_output}" \
           --json > "$OUT/logs/peer_fast.json" 2> "$OUT/logs/peer_fast.err"

@@ -7,7 +7,10 @@ there, where attnq itself is not importable: its signature must be FlashAttentio
 tests/data/export/fa3_flash_attn_func.json, checked against FA3's own source when the archive in
 shared/anchors/fa3 is at hand), each unsupported argument must raise NotImplementedError naming it,
 torch.compile(fullgraph=True) must trace it into one graph holding the custom op, and calls must end
-in the plain no-GPU message. peer-test runs on a test file written like FlashAttention's.
+in the plain no-GPU message. The op's native library is built at export against this interpreter's
+torch and shipped: the installed package must serve it from import on; a copy whose record names another
+torch, or whose library was tampered with, must fall back (just-in-time build, then the Python op) and
+say why. peer-test runs on a test file written like FlashAttention's.
 """
 
 from __future__ import annotations
@@ -32,27 +35,24 @@ import pytest
 from harness import KERNELS_DIR, REPO_ROOT
 from harness.errors import InputError, NoGpuError
 from harness.export import ExportResult, export_kernel
+from harness.export.package import TEMPLATE_DIR
 from harness.export.peer import peer_test
+from tests.export_support import KERNELS, export_both, require_native, shared_build_cache
 
 DATA = Path(__file__).parent / "data" / "export"
 SIGNATURE = json.loads((DATA / "fa3_flash_attn_func.json").read_text())
-KERNELS = ["attn_original.cu", "attn_fast.cu"]
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
 @pytest.fixture(scope="module")
 def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The session's shared build cache (the MCP tests use the same one)."""
-    shared = tmp_path_factory.getbasetemp() / "attnq-shared-build"
-    shared.mkdir(exist_ok=True)
-    return shared
+    return shared_build_cache(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory, build_cache: Path) -> dict[str, ExportResult]:
-    out = tmp_path_factory.mktemp("exports")
-    return {k: export_kernel(KERNELS_DIR / k, out / Path(k).stem, cache_dir=build_cache) for k in KERNELS}
+    return export_both(tmp_path_factory, build_cache)
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +69,16 @@ def venv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_export_writes_a_package_and_a_manifest(exported: dict[str, ExportResult]) -> None:
+    import torch
+
     res = exported["attn_original.cu"]
+    require_native(res)
     root = Path(res.directory)
     assert res.name == "attnq_attn_original" and res.op == "torch.ops.attnq_attn_original.fwd"
     assert set(res.files) == {"README.md", "build_backend.py", "pyproject.toml", f"{res.name}/__init__.py",
                               f"{res.name}/kernel.json", f"{res.name}/lib/sm_90a.so",
                               f"{res.name}/native/__init__.py", f"{res.name}/native/op.cpp",
-                              f"{res.name}/native/attn_abi.h"}
+                              f"{res.name}/native/attn_abi.h", f"{res.name}/native/op.so"}
     assert (root / res.name / "native" / "attn_abi.h").read_bytes() == (KERNELS_DIR / "attn_abi.h").read_bytes()
     manifest = json.loads((root / res.name / "kernel.json").read_text())
     source = (KERNELS_DIR / "attn_original.cu").read_bytes()
@@ -85,6 +88,22 @@ def test_export_writes_a_package_and_a_manifest(exported: dict[str, ExportResult
     assert manifest["abi_version"] == res.abi_version == 1 and manifest["version"] == res.version
     assert f'name = "{res.name}"' in (root / "pyproject.toml").read_text()
     assert "flash_attn_func" in (root / "README.md").read_text()
+    native = manifest["native"]
+    shipped = root / res.name / "native" / "op.so"
+    assert native["status"] == "built" and native["file"] == "native/op.so" and res.op_impl == "native"
+    assert hashlib.sha256(shipped.read_bytes()).hexdigest() == native["sha256"] == res.native.sha256
+    assert (native["torch"], native["torch_cuda"], native["cxx11_abi"]) == (
+        torch.__version__, torch.version.cuda, bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+    digest = hashlib.sha256()
+    for path in (TEMPLATE_DIR / "native" / "op.cpp", KERNELS_DIR / "attn_abi.h"):
+        digest.update(path.read_bytes() + b"\0")
+    assert native["sources_sha256"] == digest.hexdigest()
+    assert native["machine"] == os.uname().machine and "build_time_s" not in native
+    assert shipped.read_bytes()[:4] == b"\x7fELF"
+    assert f"native (C++) op, shipped for torch {torch.__version__}" in res.op_impl_note
+    # the second kernel's export took the same library from the build cache
+    fast = exported["attn_fast.cu"]
+    assert fast.native.sha256 == res.native.sha256 and (fast.native.cache_hit or res.native.cache_hit)
 
 
 def test_the_wheel_records_every_file_with_its_hash(exported: dict[str, ExportResult], tmp_path: Path) -> None:
@@ -106,6 +125,7 @@ def test_the_wheel_records_every_file_with_its_hash(exported: dict[str, ExportRe
             assert int(size) == len(data)
     assert {f"{res.name}/__init__.py", f"{res.name}/lib/sm_90a.so", f"{res.name}/kernel.json",
             f"{res.name}/native/op.cpp", f"{res.name}/native/attn_abi.h"} <= names
+    assert (f"{res.name}/native/op.so" in names) == (res.native.status == "built")
     assert len(record) == len(names)
 
 
@@ -159,7 +179,7 @@ with FakeTensorMode():
     fk = torch.empty(3, 11, 2, 128, dtype=torch.float16, device="cuda")
     o, lse = getattr(torch.ops, name).fwd(fq, fk, fk, 0.1, False)
     out["fake"] = [list(o.shape), str(o.dtype), str(o.device), list(o.stride()), list(lse.shape), str(lse.dtype)]
-out["impl"] = m.impl_kind()  # nothing above used a GPU: no native build was attempted
+out["impl"] = [m.impl_kind(), m.impl_info()]  # nothing above used a GPU: no just-in-time build was attempted
 print(json.dumps(out))
 '''
 
@@ -188,7 +208,12 @@ def test_installs_in_a_fresh_venv_and_imports_without_gpu(kernel: str, exported:
         assert text.startswith(f"{res.name}: no CUDA GPU is available") and "sm_90a" in text
     assert out["graphs"] == [[f"{res.name}.fwd.default", "<built-in function getitem>", "<built-in function mul>"]]
     assert out["fake"] == [[3, 9, 8, 128], "torch.float16", "cuda:0", [9216, 1024, 128, 1], [3, 8, 9], "torch.float32"]
-    assert out["impl"] == "python"
+    kind, info = out["impl"]
+    if res.native.status == "built":  # torch is the exporting one: the shipped library serves from import on
+        assert kind == info["impl"] == "native" and info["source"] == "shipped" and info["reason"] is None, info
+        assert Path(info["library"]).is_relative_to(venv_python.parent.parent), info
+    else:
+        assert kind == "python" and res.native.reason in info["reason"], info
 
 
 def _fa3_archive() -> Path | None:
@@ -273,123 +298,6 @@ def test_the_library_loads_and_reads_the_packed_params(exported: dict[str, Expor
     assert [key for key, ok in fits.items() if ok] == [("sm_90a", (9, 0)), ("sm_90", (9, 0)), ("sm_90", (9, 1)),
                                                       ("sm_100f", (10, 0)), ("sm_100f", (10, 3)),
                                                       ("sm_100a", (10, 0))]
-
-
-NATIVE_CHECK = r"""
-import importlib, json, sys, time, warnings
-import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
-sys.path.insert(0, sys.argv[1])
-name = sys.argv[2]
-m = importlib.import_module(name)
-op = getattr(torch.ops, name).fwd
-def message(fn):
-    try:
-        fn()
-        return "no error"
-    except Exception as exc:
-        return [type(exc).__name__, str(exc)]
-out = {"before": m.impl_kind()}
-t0 = time.perf_counter()
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    out["load"] = m.load_native()
-out["load_s"] = time.perf_counter() - t0
-out["warnings"] = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-out["reason"] = m._native_reason
-if out["load"] == "native":
-    out["kernels"] = [line for line in torch._C._dispatch_dump(f"{name}::fwd").splitlines()
-                      if line.startswith(("CUDA", "CPU"))]
-    with FakeTensorMode():
-        fq = torch.empty(3, 9, 8, 128, dtype=torch.float16, device="cuda")
-        fk = torch.empty(3, 11, 2, 128, dtype=torch.float16, device="cuda")
-        o, lse = op(fq, fk, fk, 0.1, False)
-        out["fake"] = [list(o.shape), str(o.device), list(lse.shape), str(lse.dtype)]
-    q = torch.randn(2, 5, 4, 64, dtype=torch.bfloat16)
-    k = torch.randn(2, 7, 2, 64, dtype=torch.bfloat16)
-    graphs = []
-    def backend(gm, inputs):
-        graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
-        return gm.forward
-    compiled = torch.compile(lambda a, b, c: m.flash_attn_func(a, b, c, causal=True) * 2, fullgraph=True,
-                             backend=backend)
-    out["compiled"] = message(lambda: compiled(q, k, k))
-    out["graphs"] = graphs
-    out["op_cpu"] = message(lambda: op(q, k, k, 0.125, True))
-    out["func_cpu"] = message(lambda: m.flash_attn_func(q, k, k))
-    # the native kernel registered for CPU tensors too: its checks hand every input it does not serve to the
-    # Python implementation (torch.ops.<name>._fwd_python), whose exceptions come back unchanged
-    m._native.register(name, "CPU")
-    out["kernels_cpu"] = [line for line in torch._C._dispatch_dump(f"{name}::fwd").splitlines()
-                          if line.startswith("CPU:")]
-    cases = {"cpu": (q, k, k), "3d": (q[0], k, k), "float32": (q.float(), k.float(), k.float()),
-             "head_dim_v": (q, k, torch.randn(2, 7, 2, 32, dtype=torch.bfloat16)), "mixed": (q, k.half(), k.half()),
-             "heads": (q, torch.randn(2, 7, 3, 64, dtype=torch.bfloat16), torch.randn(2, 7, 3, 64, dtype=torch.bfloat16))}
-    out["native_cpu"] = {c: [message(lambda: op(*a, 0.125, True)), message(lambda: m._fwd_impl(*a, 0.125, True))]
-                         for c, a in cases.items()}
-print(json.dumps(out))
-"""
-
-
-def _native_check(res: ExportResult, tmp_path: Path, ext_dir: Path, **env: str) -> dict:
-    """NATIVE_CHECK in a fresh interpreter (the op's registrations are per process), builds under ``ext_dir``."""
-    (tmp_path / "native_check.py").write_text(NATIVE_CHECK)
-    run_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "TORCH_EXTENSIONS_DIR")}
-    run_env.update(TORCH_EXTENSIONS_DIR=str(ext_dir), **env)
-    proc = subprocess.run([sys.executable, "native_check.py", res.directory, res.name], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=600, env=run_env, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def test_the_native_op_builds_registers_and_keeps_the_fake_and_the_errors(exported: dict[str, ExportResult],
-                                                                            tmp_path: Path) -> None:
-    """native/op.cpp compiles here (local torch, no GPU) and becomes the op's CUDA kernel; the fake, the
-    torch.compile graph and the CPU errors are unchanged; a second process reuses the build."""
-    res = exported["attn_fast.cu"]
-    sys.path.insert(0, res.directory)
-    try:
-        native = importlib.import_module(f"{res.name}.native")
-        problem = native.toolchain_problem()
-    finally:
-        sys.path.remove(res.directory)
-    if problem is not None:
-        pytest.skip(f"the native op cannot be built here: {problem}")
-    ext = tmp_path / "ext"
-    out = _native_check(res, tmp_path, ext)
-    assert (out["before"], out["load"], out["warnings"], out["reason"]) == ("python", "native", [], None), out
-    assert len(out["kernels"]) == 2 and "native/op.cpp" in out["kernels"][1] and out["kernels"][1].startswith("CUDA:")
-    assert "native/op.cpp" not in out["kernels"][0]  # CPU: the Python implementation (the plain no-GPU error)
-    assert out["fake"] == [[3, 9, 8, 128], "cuda:0", [3, 8, 9], "torch.float32"]
-    assert out["graphs"] == [[f"{res.name}.fwd.default", "<built-in function getitem>", "<built-in function mul>"]]
-    for key in ("compiled", "op_cpu", "func_cpu"):
-        assert out[key][0] == "NoGpuError" and out[key][1].startswith(f"{res.name}: no CUDA GPU is available"), key
-    assert len(out["kernels_cpu"]) == 1 and "native/op.cpp" in out["kernels_cpu"][0]
-    kinds = {case: got[0][0] for case, got in out["native_cpu"].items()}
-    assert kinds == {"cpu": "NoGpuError", "3d": "ValueError", "float32": "UnsupportedArgument",
-                     "head_dim_v": "UnsupportedArgument", "mixed": "ValueError", "heads": "ValueError"}
-    for case, (native_error, python_error) in out["native_cpu"].items():
-        assert native_error == python_error, case  # same class, same message
-    builds = {p: p.stat().st_mtime_ns for p in ext.rglob("*.so")}
-    assert len(builds) == 1
-    again = _native_check(res, tmp_path, ext)
-    assert again["load"] == "native" and again["warnings"] == []
-    assert {p: p.stat().st_mtime_ns for p in ext.rglob("*.so")} == builds  # reused, not rebuilt
-
-
-def test_the_native_op_falls_back_to_python_with_one_warning(exported: dict[str, ExportResult],
-                                                             tmp_path: Path) -> None:
-    """A compiler that fails: one RuntimeWarning naming the reason, the Python implementation stays;
-    ``<PKG>_NATIVE=0``: no attempt, no warning, nothing written."""
-    res = exported["attn_original.cu"]
-    broken = _native_check(res, tmp_path, tmp_path / "ext_broken", CXX="/bin/false")
-    assert (broken["before"], broken["load"]) == ("python", "python") and len(broken["warnings"]) == 1
-    assert broken["warnings"][0].startswith(f"{res.name}: the native op is not available (")
-    assert broken["reason"] and broken["reason"] in broken["warnings"][0]
-    assert f"{res.name.upper()}_NATIVE=0" in broken["warnings"][0]
-    off = _native_check(res, tmp_path, tmp_path / "ext_off", **{f"{res.name.upper()}_NATIVE": "0"})
-    assert (off["load"], off["warnings"]) == ("python", []) and off["reason"] == f"disabled by {res.name.upper()}_NATIVE=0"
-    assert not (tmp_path / "ext_off").exists()
 
 
 def test_export_refuses_bad_input_and_loses_nothing(tmp_path: Path, build_cache: Path) -> None:
@@ -492,6 +400,17 @@ def test_cli_export_and_peer_test(tmp_path: Path, build_cache: Path) -> None:
                 state=state)
     assert ok.returncode == 0, ok.stderr
     assert "exported my_attn 0.1.0+src" in ok.stdout and f"install    python -m pip install {tmp_path / 'pkg'}" in ok.stdout
+    native = json.loads((tmp_path / "pkg" / "my_attn" / "kernel.json").read_text())["native"]
+    if native["status"] == "built":
+        assert f"op         torch.ops.my_attn.fwd: native (C++) op, shipped for torch {native['torch']}" in ok.stdout
+    else:
+        assert "op         torch.ops.my_attn.fwd: Python op until the native one builds" in ok.stdout
+    plain = _attnq("export", str(KERNELS_DIR / "attn_original.cu"), "-o", "plain", "--no-native", "--json",
+                   cwd=tmp_path, state=state)
+    assert plain.returncode == 0, plain.stderr
+    res = json.loads(plain.stdout)
+    assert (res["native"]["status"], res["op_impl"]) == ("skipped", "python") and "--no-native" in res["op_impl_note"]
+    assert not (tmp_path / "plain" / res["name"] / "native" / "op.so").exists()
     again = _attnq("export", str(KERNELS_DIR / "attn_original.cu"), "-o", "pkg", "--json", cwd=tmp_path, state=state)
     assert again.returncode == 2 and json.loads(again.stdout)["error"] == "input_error"
     bad_arch = _attnq("export", str(KERNELS_DIR / "attn_original.cu"), "-o", "p2", "--arch", "sm_90a,hopper",

@@ -7,6 +7,7 @@ package's module), ``native/`` (the op's C++ CUDA kernel and its builder) and ``
 PEP 517 backend). They are not imported by attnq.
 """
 
+from harness.export.native_build import NativeBuild
 from harness.export.package import (
     ExportedLibrary,
     ExportResult,
@@ -14,4 +15,4 @@ from harness.export.package import (
     parse_archs,
 )
 
-__all__ = ["ExportResult", "ExportedLibrary", "export_kernel", "parse_archs"]
+__all__ = ["ExportResult", "ExportedLibrary", "NativeBuild", "export_kernel", "parse_archs"]

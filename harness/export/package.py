@@ -8,8 +8,9 @@ The package (written to ``out_dir``)::
     <name>/__init__.py    the one module: flash_attn_func + the torch custom op (template/runtime.py)
     <name>/kernel.json    name, version, kernel, source sha256, ABI version, nvcc, libraries by arch
     <name>/lib/<arch>.so  the kernel built by harness.compile.compile_kernel (policy on) for each arch
-    <name>/native/        the op's native CUDA kernel: op.cpp, a copy of attn_abi.h and its builder
-                          (template/native/; compiled with torch.utils.cpp_extension on first GPU use)
+    <name>/native/        the op's native CUDA kernel: op.cpp, a copy of attn_abi.h, its builder (template/native/)
+                          and, unless --no-native or the build cannot happen here, op.so built against this
+                          interpreter's torch (harness.export.native_build; kernel.json's "native" records for what)
 
 ``pip install <out_dir>`` installs it; ``import <name>`` works without a GPU (the library is loaded on
 the first call).
@@ -34,6 +35,7 @@ import harness
 from harness import ABI_HEADER
 from harness.abi import ABI_VERSION
 from harness.errors import InputError
+from harness.export.native_build import NativeBuild, build_native
 from harness.logging import get_logger
 
 log = get_logger(__name__)
@@ -62,7 +64,12 @@ class ExportedLibrary(BaseModel):
 
 
 class ExportResult(BaseModel):
-    """What ``export_kernel`` wrote. ``directory``: absolute path of the package project."""
+    """What ``export_kernel`` wrote. ``directory``: absolute path of the package project.
+
+    ``op_impl``: the implementation of the op the package serves when imported with the exporting torch
+    ("native": the shipped library; "python": none shipped), ``op_impl_note`` the same in one line with the
+    conditions (another torch, --no-native, a build that could not happen here).
+    """
 
     name: str
     version: str
@@ -75,6 +82,9 @@ class ExportResult(BaseModel):
     files: list[str]
     install_command: str
     op: str
+    native: NativeBuild
+    op_impl: str
+    op_impl_note: str
 
 
 def parse_archs(value: str | Sequence[str] | None, default: str = "sm_90a") -> list[str]:
@@ -170,13 +180,29 @@ def _readme(name: str, kernel: str, archs: list[str]) -> str:
         "(torch.compile, CUDA graphs)\n```\n\n"
         f"Install with `pip install .`; `{name}/kernel.json` records what was built from what. Unsupported "
         "arguments (qv, descales, windows, attention_chunk, softcap, head_dim_v != head_dim, other dtypes) raise "
-        "NotImplementedError naming them.\n"
+        "NotImplementedError naming them.\n\n"
+        f"The op's native (C++) implementation serves when `{name}/native/op.so` was built for the running torch "
+        f"(kernel.json's \"native\" entry), else it is built on the first GPU use when a C++ compiler and ninja "
+        f"are there, else the Python one serves; `{name}.impl_info()` says which and why, "
+        f"`{name.upper()}_NATIVE=0` keeps the Python one.\n"
     )
+
+
+def _op_impl(pkg_name: str, native: NativeBuild) -> tuple[str, str]:
+    env = f"{pkg_name.upper()}_NATIVE"
+    if native.status == "built":
+        return "native", (f"native (C++) op, shipped for torch {native.torch} (CUDA {native.torch_cuda}, "
+                          f"{native.machine}); with another torch the package builds it on the first use on a GPU "
+                          f"(C++ compiler, ninja), else serves the Python op; {env}=0 keeps the Python op")
+    if native.status == "skipped":
+        return "python", f"Python op (--no-native); {env}=1 or {pkg_name}.load_native() builds the native one"
+    return "python", (f"Python op until the native one builds on the first use on a GPU ({native.reason}); "
+                      f"{env}=0 skips that")
 
 
 def export_kernel(kernel: str | Path, out_dir: str | Path, *, name: str | None = None,
                   archs: Sequence[str] = ("sm_90a",), cache_dir: Path | None = None, force: bool = False,
-                  progress: Callable[[str], None] | None = None) -> ExportResult:
+                  native: bool = True, progress: Callable[[str], None] | None = None) -> ExportResult:
     """Build ``kernel`` for each arch and write the installable package project to ``out_dir``.
 
     Args:
@@ -185,9 +211,13 @@ def export_kernel(kernel: str | Path, out_dir: str | Path, *, name: str | None =
         name: the Python package and torch op namespace; default :func:`default_name`.
         archs: nvcc targets, e.g. ``["sm_90a", "sm_100a"]``; one library per arch.
         cache_dir: attnq's build cache (default ``Settings().state_dir / "build"``).
+        native: build the op's native (C++) library against this interpreter's torch and ship it
+            (:mod:`harness.export.native_build`: ~9 s on 2 CPU cores, 1.5 s from the cache); False (``--no-native``): the
+            package serves the Python op unless asked for the native one. A build that cannot happen here
+            does not fail the export (``ExportResult.native`` says why).
         progress: called with one line per step (builds take tens of seconds).
     Returns:
-        ExportResult: what was written, the install command and the op's name.
+        ExportResult: what was written, the install command, the op's name and implementation.
     Raises:
         InputError: bad name, arch or output directory; the compile errors of compile_kernel
         (InputError, ToolchainError, CompileError, PolicyError, AbiError). Nothing is written then.
@@ -212,7 +242,7 @@ def export_kernel(kernel: str | Path, out_dir: str | Path, *, name: str | None =
     version = f"0.1.0+src{first.source_sha256[:12]}"
     libraries = [ExportedLibrary(arch=r.arch, file=f"lib/{r.arch}.so", sha256=r.build_hash, cache_hit=r.cache_hit,
                                  build_time_s=r.build_time_s) for r in results]
-    manifest = {
+    manifest: dict = {
         "generator": GENERATOR, "name": pkg_name, "version": version, "kernel": src.name,
         "source_sha256": first.source_sha256, "abi_version": ABI_VERSION, "nvcc_version": first.nvcc_version,
         "nvcc_flags": first.flags, "attnq_version": harness.__version__, "attnq_commit": _git_commit(),
@@ -233,6 +263,13 @@ def export_kernel(kernel: str | Path, out_dir: str | Path, *, name: str | None =
         shutil.copyfile(ABI_HEADER, pkg / "native" / "attn_abi.h")
         for lib, res in zip(libraries, results):
             shutil.copyfile(res.library, pkg / lib.file)
+        if native:
+            if progress:
+                progress("building the native op (C++, against this interpreter's torch; ~9 s, then cached)")
+            native_build = build_native(pkg / "native", pkg, cache_dir, ABI_VERSION)
+        else:
+            native_build = NativeBuild(status="skipped", reason="exported with --no-native")
+        manifest["native"] = native_build.manifest_entry()
         (pkg / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
         shutil.copyfile(TEMPLATE_DIR / "build_backend.py", tmp / "build_backend.py")
         (tmp / "pyproject.toml").write_text(_pyproject(pkg_name, version, src.name))
@@ -247,8 +284,11 @@ def export_kernel(kernel: str | Path, out_dir: str | Path, *, name: str | None =
             os.rename(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    log.info("exported", kernel=str(src), name=pkg_name, archs=archs, directory=str(out))
+    op_impl, op_impl_note = _op_impl(pkg_name, native_build)
+    log.info("exported", kernel=str(src), name=pkg_name, archs=archs, directory=str(out), op_impl=op_impl,
+             native=native_build.status)
     return ExportResult(name=pkg_name, version=version, directory=str(out), kernel=str(src.resolve()),
                         source_sha256=first.source_sha256, abi_version=ABI_VERSION,
                         nvcc_version=first.nvcc_version, libraries=libraries, files=files,
-                        install_command=f"python -m pip install {out}", op=f"torch.ops.{pkg_name}.fwd")
+                        install_command=f"python -m pip install {out}", op=f"torch.ops.{pkg_name}.fwd",
+                        native=native_build, op_impl=op_impl, op_impl_note=op_impl_note)

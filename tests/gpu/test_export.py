@@ -11,11 +11,13 @@ Checked on an H200:
 * CUDA-graph capture and replay (the workspace comes from the graph's pool) match eager, bit for bit;
 * a second GPU, when there is one, gets the kernel under a device guard on its own current stream;
 * backward says it is not available;
-* the native op (native/op.cpp, built on the first GPU use when the toolchain is there) gives the Python
-  implementation's bits and its exceptions;
+* the package's default implementation of the op is the native one, shipped by the export (built against
+  this torch); it gives the Python implementation's bits and its exceptions; a copy whose record names
+  another torch builds it just in time on its first GPU call (inside that call's dispatch), same bits;
 * per-call host overhead of the op and of flash_attn_func over a direct ``attn_fwd`` call (ctypes,
-  prebuilt params, preallocated outputs), target < 5 us, with the implementation that served them
-  (``impl``: native or python); the figures go to ``$ATTNQ_EXPORT_REPORT``.
+  prebuilt params, preallocated outputs; tests/gpu/export_overhead.py), target < 5 us: of the default
+  implementation of the freshly exported package and of the Python one (``<NAME>_NATIVE=0``), each in a
+  process of its own, so that neither hides the other; both go to ``$ATTNQ_EXPORT_REPORT``.
 """
 
 from __future__ import annotations
@@ -23,15 +25,15 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import statistics
+import shutil
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from harness import KERNELS_DIR
+from harness import KERNELS_DIR, REPO_ROOT
 from harness.export import export_kernel
 from harness.reference import attention_reference
 from tests.gpu.kernel_check import BF, FP, LSE_REL_TOL, TOL_O, Case, make_inputs
@@ -42,6 +44,8 @@ FAST_KERNEL = KERNELS_DIR.parent / os.environ.get("ATTNQ_FAST_KERNEL", "kernels/
 #: Read at import: tests/conftest.py clears ATTNQ_* variables before each test.
 REPORT = os.environ.get("ATTNQ_EXPORT_REPORT")
 OVERHEAD_TARGET_US = 5.0
+#: Bounds that only a bug exceeds (the targets are reported): the Python op measured +14-24 us (runs 24, 25).
+OVERHEAD_BUG_US = {"native": 4 * OVERHEAD_TARGET_US, "python": 8 * OVERHEAD_TARGET_US}
 
 
 @pytest.fixture(scope="module")
@@ -181,17 +185,29 @@ def test_backward_says_forward_only(pkg) -> None:  # type: ignore[no-untyped-def
         out.float().sum().backward()
 
 
+def test_the_default_op_is_the_shipped_native_one(pkg) -> None:  # type: ignore[no-untyped-def]
+    """The export built the native op here (the GPU box has the toolchain), and the package serves it from import on."""
+    record = pkg.NATIVE_RECORD
+    if record.get("status") != "built":
+        problem = importlib.import_module(f"{pkg.NAME}.native").toolchain_problem()
+        assert problem is not None, f"the toolchain is here but the export did not build the native op: {record}"
+        pytest.skip(f"the native op cannot be built on this machine: {problem}")
+    info = pkg.impl_info()
+    assert (info["impl"], info["source"], info["reason"]) == ("native", "shipped", None), info
+    assert record["torch"] == torch.__version__ and record["torch_cuda"] == torch.version.cuda
+
+
 @torch.no_grad()
 def test_native_op_matches_python_and_keeps_the_errors(pkg) -> None:  # type: ignore[no-untyped-def]
-    """The native kernel (when it could be built) gives the Python implementation's bits, hands empty inputs
-    and bad ones to it, and its exceptions come back with their classes and messages."""
+    """The native kernel (the default when it could be built) gives the Python implementation's bits, hands empty
+    inputs and bad ones to it, and its exceptions come back with their classes and messages."""
     q, k, v, _, _ = make_inputs(CASES[6])  # split-KV decode: a workspace from the caching allocator
     pkg.flash_attn_func(q, k, v)
-    pkg.load_native()  # opt-in (the package's default is the Python implementation)
+    pkg.load_native()  # no-op when the shipped library serves; else the just-in-time build
     problem = importlib.import_module(f"{pkg.NAME}.native").toolchain_problem()
-    if problem is not None:
+    if pkg.impl_kind() != "native" and problem is not None:
         pytest.skip(f"the native op cannot be built on this machine: {problem}")
-    assert pkg.impl_kind() == "native", pkg._native_reason
+    assert pkg.impl_kind() == "native", pkg.impl_info()
     python_fwd = getattr(torch.ops, pkg.NAME)._fwd_python
     for case in (CASES[6], CASES[1], CASES[7], CASES[8]):
         q, k, v, _, _ = make_inputs(case)
@@ -212,51 +228,71 @@ def test_native_op_matches_python_and_keeps_the_errors(pkg) -> None:  # type: ig
         pkg.fwd(q, k.cpu(), v, 0.1, False)
 
 
-def _host_us(fn, calls: int = 200, repeats: int = 21) -> float:  # type: ignore[no-untyped-def]
-    """Median host time per call (us) of ``calls`` back-to-back calls (the launch queue never fills)."""
-    for _ in range(20):
-        fn()
-    samples = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - t0) / calls * 1e6)
-    torch.cuda.synchronize()
-    return statistics.median(samples)
+JIT_CHECK = r"""
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+name = sys.argv[2]
+m = __import__(name)
+ops = getattr(torch.ops, name)
+before = m.impl_info()
+q = torch.randn(2, 300, 8, 128, device="cuda", dtype=torch.bfloat16)
+k, v = torch.randn_like(q), torch.randn_like(q)
+first = ops.fwd(q, k, v, 0.1, True)  # the first use on a GPU, inside the op's dispatch: builds and registers
+after = m.impl_info()
+second = ops.fwd(q, k, v, 0.1, True)  # the native kernel now
+ref = ops._fwd_python(q, k, v, 0.1, True)
+torch.cuda.synchronize()
+same = [torch.equal(a, b) for a, b in zip(first + second, ref + ref)]
+print(json.dumps({"before": before, "after": after, "same": same}))
+"""
 
 
-@torch.no_grad()
+def test_another_torch_in_the_record_builds_the_native_op_on_the_first_gpu_call(pkg, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A copy whose kernel.json names another torch: the Python op at import, then the just-in-time build on the
+    first call on the GPU (registered while that call runs through the dispatcher); same bits before and after."""
+    if pkg.NATIVE_RECORD.get("status") != "built":
+        pytest.skip(f"the export built no native op here: {pkg.NATIVE_RECORD.get('reason')}")
+    copy = tmp_path / "other_torch"
+    shutil.copytree(Path(pkg.__file__).resolve().parent.parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest_path = copy / pkg.NAME / "kernel.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["native"]["torch"] = "0.0.0+other"
+    manifest_path.write_text(json.dumps(manifest))
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    env.pop(pkg.NATIVE_ENV, None)
+    proc = subprocess.run([sys.executable, "-c", JIT_CHECK, str(copy), pkg.NAME], capture_output=True, text=True,
+                          timeout=600, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["before"]["impl"] == "python" and "0.0.0+other" in out["before"]["reason"], out
+    assert (out["after"]["impl"], out["after"]["source"]) == ("native", "jit"), out
+    assert out["same"] == [True] * 4, out
+
+
+def _overhead(directory: Path, name: str, **env: str) -> dict:
+    """tests/gpu/export_overhead.py on the package in a fresh process (``env`` added to its environment)."""
+    path = [str(REPO_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    run_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(path)}
+    proc = subprocess.run([sys.executable, "-m", "tests.gpu.export_overhead", str(directory), name], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300, env=run_env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def test_per_call_overhead_over_a_direct_attn_fwd_call(pkg) -> None:  # type: ignore[no-untyped-def]
-    from harness.abi import load_kernel, make_params
-
-    lib = load_kernel(Path(pkg.__file__).parent / pkg.MANIFEST["libraries"]["sm_90a"]["file"])  # the same .so
-    q = torch.randn(1, 128, 4, 64, device="cuda", dtype=torch.bfloat16)
-    k, v = torch.randn_like(q), torch.randn_like(q)
-    o, lse = torch.empty_like(q), torch.empty(1, 4, 128, device="cuda", dtype=torch.float32)
-    params = make_params(q, k, v, o, lse, softmax_scale=0.125, causal=False,
-                         num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
-    assert lib.workspace_bytes(params) == 0
-    stream = torch.cuda.current_stream().cuda_stream
-    op = pkg.fwd
-    pkg.flash_attn_func(q, k, v)
-    python = {}
-    if pkg.impl_kind() == "python":  # the default: its figures first, then the opt-in native op's
-        python = {"python_op_us": _host_us(lambda: op(q, k, v, 0.125, False)),
-                  "python_flash_attn_func_us": _host_us(lambda: pkg.flash_attn_func(q, k, v))}
-    pkg.load_native()
-    figures = {"shape": "batch 1, seqlen 128, heads 4, head_dim 64, bf16", "impl": pkg.impl_kind(),
-               "impl_reason": pkg._native_reason,
-               "direct_attn_fwd_us": _host_us(lambda: lib.fwd(params, stream)),
-               "op_us": _host_us(lambda: op(q, k, v, 0.125, False)),
-               "flash_attn_func_us": _host_us(lambda: pkg.flash_attn_func(q, k, v)), **python}
-    figures["op_overhead_us"] = figures["op_us"] - figures["direct_attn_fwd_us"]
-    figures["flash_attn_func_overhead_us"] = figures["flash_attn_func_us"] - figures["direct_attn_fwd_us"]
-    figures["target_us"] = OVERHEAD_TARGET_US
-    figures["target_met"] = figures["op_overhead_us"] < OVERHEAD_TARGET_US
+    """The freshly exported package's default op and its Python op, each measured in a process of its own."""
+    directory = Path(pkg.__file__).resolve().parent.parent
+    default = _overhead(directory, pkg.NAME)
+    python = _overhead(directory, pkg.NAME, **{pkg.NATIVE_ENV: "0"})
+    figures = {"shape": default["shape"], "default": default, "python": python, "target_us": OVERHEAD_TARGET_US,
+               "target_met": default["op_overhead_us"] < OVERHEAD_TARGET_US,
+               "native_record": {k: pkg.NATIVE_RECORD.get(k) for k in ("status", "torch", "torch_cuda", "reason")}}
     print("export overhead:", json.dumps(figures))
     if REPORT:
         Path(REPORT).write_text(json.dumps(figures, indent=2) + "\n")
-    torch.testing.assert_close(op(q, k, v, 0.125, False)[0], pkg.flash_attn_func(q, k, v), rtol=0, atol=0)
-    assert figures["op_overhead_us"] < 4 * OVERHEAD_TARGET_US, figures  # the target is reported; 4x is a bug
+    assert python["impl"] == "python" and python["reason"] == f"disabled by {pkg.NATIVE_ENV}=0", python
+    if pkg.NATIVE_RECORD.get("status") == "built":
+        assert (default["impl"], default["source"]) == ("native", "shipped"), default
+    for run in (default, python):
+        assert run["same_bits"], run
+        assert run["op_overhead_us"] < OVERHEAD_BUG_US[run["impl"]], figures  # the target is reported; this is a bug

@@ -1,9 +1,10 @@
 """A PEP 517 build backend for this package, standard library only (written by ``attnq export``).
 
 ``pip install .`` builds the wheel with it offline: no setuptools to fetch. The wheel holds the one
-package directory (its module, ``kernel.json`` and the prebuilt ``lib/*.so``); name, version and the
-torch requirement come from ``kernel.json``. Its tag is ``py3-none-<this platform>``: the libraries are
-CPU-architecture specific, not Python-version specific (they are loaded with ctypes).
+package directory (its module, ``kernel.json``, the prebuilt ``lib/*.so`` and, when built at export,
+``native/op.so``); name, version and the torch requirement come from ``kernel.json``. Its tag is
+``py3-none-<this platform>``: the libraries are CPU-architecture specific, not Python-version specific
+(they are loaded with ctypes).
 """
 
 from __future__ import annotations

@@ -28,15 +28,16 @@ The kernel library is loaded with ctypes on first use (importing needs no GPU) a
 attnq's C ABI (``attn_abi.h``, version in kernel.json): ``int attn_fwd(const attn_fwd_params*,
 cudaStream_t)``, nonzero meaning "configuration not supported" (raised as :class:`KernelDeclined`).
 
-The op's CUDA kernel has two implementations. The Python one serves it by default (measured on an H200,
-2026-12-01: ~14-16 us of host time per call over a direct ``attn_fwd`` call). Opt in to the native one
-with ``<PACKAGE>_NATIVE=1`` in the environment (then on the first use on a GPU) or :func:`load_native`:
-the package builds ``native/op.cpp`` with ``torch.utils.cpp_extension`` when a C++ compiler, ninja and
-the CUDA headers are present (once: later processes reuse the cached build; ``native/__init__.py`` says
-where) and registers it as the op's CUDA kernel (expected: a few microseconds per call; not yet measured
-on a GPU, hence opt-in). A failed build says why in one ``RuntimeWarning`` and leaves the Python
-implementation; ``<PACKAGE>_NATIVE=0`` refuses even :func:`load_native`. Both run the same checks, raise
-the same exceptions and launch the same way; :func:`impl_kind` says which one is active.
+The op's CUDA kernel has two implementations with the same checks, exceptions and launch: native
+(``native/op.cpp``, C++; on an H200 +4.48 us per call over a direct ``attn_fwd`` call) and Python (+16.5 us).
+The native one serves by default: the library ``attnq export`` shipped (``native/op.so``) is loaded at
+import when this process matches what kernel.json's ``native`` entry records (torch and its CUDA version,
+C++ ABI, CPU architecture, OS, sources) and its sha256; otherwise ``op.cpp`` is built just in time on the
+first use on a GPU (never at import; ``native/__init__.py`` says how and where); otherwise the Python one
+serves and one ``RuntimeWarning`` says why. A package exported with ``--no-native`` serves the Python one
+unless asked (``<PACKAGE>_NATIVE=1`` or :func:`load_native`); ``<PACKAGE>_NATIVE=0`` keeps the Python one
+and loads or builds nothing. :func:`impl_kind` and :func:`impl_info` say which serves and why; the
+decisions are logged at INFO (``logging``, logger ``<package>``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -61,11 +63,17 @@ MANIFEST: dict[str, Any] = json.loads((_HERE / "kernel.json").read_text())
 NAME: str = MANIFEST["name"]
 ABI_VERSION: int = int(MANIFEST["abi_version"])
 
-#: Set to 0 (or false, no, off) to keep the op on its Python implementation (no native build).
+#: 0 (or false, no, off): the Python implementation only; 1 (or true, yes, on): the native one even in a package
+#: exported with --no-native; unset (or anything else): the default order (module docstring).
 NATIVE_ENV: str = f"{NAME.upper()}_NATIVE"
+#: kernel.json's record of the native library attnq export built: status ("built", "skipped", "unavailable"),
+#: reason, and when built: file, sha256, torch, torch_cuda, cxx11_abi, machine, system, sources_sha256, ...
+NATIVE_RECORD: dict[str, Any] = MANIFEST.get("native") or {}
 
-__all__ = ["MANIFEST", "NATIVE_ENV", "KernelDeclined", "NoGpuError", "UnsupportedArgument", "flash_attn_func", "fwd",
-           "impl_kind", "load_native"]
+__all__ = ["MANIFEST", "NATIVE_ENV", "NATIVE_RECORD", "KernelDeclined", "NoGpuError", "UnsupportedArgument",
+           "flash_attn_func", "fwd", "impl_info", "impl_kind", "load_native"]
+
+_log = logging.getLogger(NAME)
 
 _DTYPES = {torch.bfloat16: 0, torch.float16: 1}  # attn_dtype in attn_abi.h
 
@@ -174,10 +182,12 @@ def _kernel(device: int) -> _Kernel:
             kern = _Kernel(arch, _HERE / libs[arch]["file"], libs[arch].get("sha256"))
             _num_sms[device] = torch.cuda.get_device_properties(device).multi_processor_count
             _kernels[device] = kern
-            if not _native_tried and _native_opted_in():
-                _enable_native()  # the first use on a GPU: build (or reuse) the native op; attaches every library
-            elif _native is not None:
+            if _native is not None:
                 _attach(_native, device, kern)
+            elif not _jit_tried and _jit_wanted():
+                # the first use on a GPU: build (or reuse) the native op; attaches every library. This may run
+                # inside a dispatch of the op's Python kernel, which therefore stays registered (shadowed).
+                _enable_jit(drop_python=False)
     return _kernels[device]
 
 
@@ -331,63 +341,114 @@ torch.library.register_fake(f"{NAME}::fwd", _fwd_fake, lib=_LIB)
 # itself (errors, empty tensors, a declined configuration), so the exceptions and their messages are these.
 _LIB.define("_fwd_python" + _SCHEMA)
 _LIB.impl("_fwd_python", _fwd_impl, "CUDA")
-#: The op's CUDA kernel until the native one takes over (a Library of its own, so it can be unregistered alone).
-_PY_CUDA = torch.library.Library(NAME, "IMPL", "CUDA")
-_PY_CUDA.impl("fwd", _fwd_impl, "CUDA")
+#: The Python implementation as the op's CUDA kernel, when registered (_register_python: when the shipped
+#: native library is not used).
+_PY_CUDA: Any = None
 
 #: ``fwd(q, k, v, softmax_scale, causal, sm_margin=0) -> (out, lse)``: the custom op (torch.ops.<package>.fwd).
 fwd = getattr(torch.ops, NAME).fwd.default
 
 
 # --------------------------------------------------------------------------------------------------
-# The native implementation (native/op.cpp): built and registered on first use on a GPU
+# The native implementation (native/): the shipped library at import, else a build on first use on a GPU
 # --------------------------------------------------------------------------------------------------
 
 _native: Any = None  # native.NativeOp while it serves the op's CUDA kernel
-_native_reason: str | None = None  # why the Python implementation serves it (None before the first attempt)
-_native_tried = False
+_native_source: str | None = None  # "shipped" or "jit" while it serves
+_native_reason: str | None = None  # why the Python implementation serves (None while the native one does)
+_shipped_reason: str | None = None  # why the shipped library is not used (None when it is)
+_jit_tried = False
 
 
 def impl_kind() -> str:
-    """``"native"`` while native/op.cpp serves the op's CUDA kernel, else ``"python"`` (see the module docstring).
-
-    ``"python"`` unless the native op was asked for (``<PACKAGE>_NATIVE=1``, :data:`NATIVE_ENV`, then from
-    the first use on a GPU; or :func:`load_native`) and built; for good when the build failed (the
-    RuntimeWarning gave the reason) or ``<PACKAGE>_NATIVE=0`` is set.
-    """
+    """``"native"`` while native/op.cpp serves the op's CUDA kernel, else ``"python"`` (module docstring)."""
     return "python" if _native is None else "native"
 
 
-def load_native() -> str:
-    """Build (or reuse the cached build of) the native op and register it now, not at the first GPU call.
+def impl_info() -> dict[str, Any]:
+    """Which implementation serves the op's CUDA kernel, and why.
 
-    Needs no GPU. Returns :func:`impl_kind`; a failure warns once (RuntimeWarning, naming the reason) and
-    leaves the Python implementation in place. Tried once per process.
+    Returns:
+        ``{"impl": "native" | "python", "source": "shipped" | "jit" | None, "library": path of the loaded
+        native .so or None, "reason": str | None}``; ``reason`` says why the Python implementation serves
+        (impl python) or why the shipped library is not the one serving (source jit), else None.
+    """
+    reason = _native_reason if _native is None else (None if _native_source == "shipped" else
+                                                     f"shipped library not used: {_shipped_reason}")
+    return {"impl": impl_kind(), "source": _native_source, "library": None if _native is None else
+            str(_native.path), "reason": reason}
+
+
+def load_native() -> str:
+    """Make the native op serve now if it can: the shipped library when it matched at import, else build (or
+    reuse the cached build of) ``native/op.cpp`` and register it, even in a package exported with --no-native.
+
+    Needs no GPU. Returns :func:`impl_kind`; a failed build warns once (RuntimeWarning, naming the reason) and
+    leaves the Python implementation in place. Tried once per process; refused with ``<PACKAGE>_NATIVE=0``.
     """
     with _load_lock:
-        _enable_native()
+        _enable_jit(drop_python=True)
     return impl_kind()
 
 
-def _native_opted_in() -> bool:
-    """``<PACKAGE>_NATIVE`` is 1/true/yes/on: build the native op on the first use on a GPU."""
-    return os.environ.get(NATIVE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+def _native_setting() -> str:
+    """``<PACKAGE>_NATIVE``: "off" (0/false/no/off), "on" (1/true/yes/on) or "auto" (unset or anything else)."""
+    value = os.environ.get(NATIVE_ENV, "").strip().lower()
+    return "off" if value in ("0", "false", "no", "off") else "on" if value in ("1", "true", "yes", "on") else "auto"
+
+
+def _jit_wanted() -> bool:
+    """Build native/op.cpp on the first use on a GPU? Yes unless refused by the environment or --no-native."""
+    setting = _native_setting()
+    return setting == "on" or (setting == "auto" and NATIVE_RECORD.get("status") != "skipped")
 
 
 def _attach(op: Any, device: int, kern: _Kernel) -> bool:
     return op.attach(device, kern.fwd, kern.ws, kern._last_error, kern._error_string, _num_sms[device])
 
 
-def _enable_native() -> None:
-    """Build, load and register the native kernel once (caller holds ``_load_lock``); on failure, warn once."""
-    global _native, _native_reason, _native_tried
-    if _native_tried:
+def _register_python() -> None:
+    """Register the Python implementation as the op's CUDA kernel (a Library of its own: it can go alone)."""
+    global _PY_CUDA
+    _PY_CUDA = torch.library.Library(NAME, "IMPL", "CUDA")
+    _PY_CUDA.impl("fwd", _fwd_impl, "CUDA")
+
+
+def _load_shipped() -> None:
+    """At import: the shipped native library as the op's CUDA kernel, or the Python implementation (and why)."""
+    global _native, _native_source, _native_reason, _shipped_reason
+    if _native_setting() == "off":
+        _native_reason = _shipped_reason = f"disabled by {NATIVE_ENV}={os.environ[NATIVE_ENV].strip()}"
+        _log.info("torch.ops.%s.fwd: Python implementation (%s)", NAME, _native_reason)
+        _register_python()
         return
-    _native_tried = True
-    setting = os.environ.get(NATIVE_ENV, "").strip()
-    if setting.lower() in ("0", "false", "no", "off"):
-        _native_reason = f"disabled by {NATIVE_ENV}={setting}"
+    try:
+        from . import native
+
+        op = native.NativeOp(native.shipped_library(_HERE, NATIVE_RECORD))
+        op.register(NAME, "CUDA")
+    except Exception as exc:  # noqa: BLE001 - whatever the cause, the next step of the order serves
+        _shipped_reason = str(exc) or type(exc).__name__
+        _native_reason = f"shipped library: {_shipped_reason}" + (
+            "; the native op is built on the first use on a GPU (or by load_native())" if _jit_wanted() else
+            f"; {NATIVE_ENV}=1 or load_native() builds the native op")
+        _log.info("torch.ops.%s.fwd: Python implementation for now (%s)", NAME, _native_reason)
+        _register_python()
         return
+    _native, _native_source = op, "shipped"
+    _log.info("torch.ops.%s.fwd: native implementation, shipped library %s", NAME, op.path)
+
+
+def _enable_jit(*, drop_python: bool) -> None:
+    """Build, load and register native/op.cpp once (caller holds ``_load_lock``); on failure, warn once.
+
+    ``drop_python``: unregister the Python kernel it shadows (not while a call of it may be running).
+    """
+    global _native, _native_source, _native_reason, _jit_tried
+    if _native is not None or _jit_tried or _native_setting() == "off":
+        return
+    _jit_tried = True
+    _log.info("torch.ops.%s.fwd: building the native implementation (shipped library: %s)", NAME, _shipped_reason)
     try:
         from . import native
 
@@ -396,13 +457,18 @@ def _enable_native() -> None:
             _attach(op, device, kern)
         op.register(NAME, "CUDA")  # the newest kernel registered for a key serves it
     except Exception as exc:  # noqa: BLE001 - whatever the cause, the Python implementation stays
-        _native_reason = str(exc) or type(exc).__name__
+        _native_reason = f"shipped library: {_shipped_reason}; build: {str(exc) or type(exc).__name__}"
         warnings.warn(f"{NAME}: the native op is not available ({_native_reason}); the Python implementation "
                       f"serves torch.ops.{NAME}.fwd (set {NATIVE_ENV}=0 to skip the attempt)", RuntimeWarning,
-                      stacklevel=2)
+                      stacklevel=3)
         return
-    _native = op
-    _PY_CUDA._destroy()  # the Python kernel, now shadowed, goes (torch.ops.<package>._fwd_python stays)
+    _native, _native_source, _native_reason = op, "jit", None
+    _log.info("torch.ops.%s.fwd: native implementation, built %s", NAME, op.path)
+    if drop_python and _PY_CUDA is not None:
+        _PY_CUDA._destroy()  # the Python kernel, now shadowed, goes (torch.ops.<package>._fwd_python stays)
+
+
+_load_shipped()
 
 
 class _ForwardOnly(torch.autograd.Function):
