@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 from harness.abi import make_params, null_data_copy
+from harness.anchors import TimedAnchors
 from harness.buffers import DECLARED, Buffers
 from harness.draws import (
     LAYOUTS,
@@ -408,7 +409,7 @@ class Runner:
         from harness.reference import attention_reference_rows
 
         torch, job = self.torch, self.job
-        anchors = _Anchors(torch, sc, job.anchors)
+        anchors = TimedAnchors(torch, sc, job.anchors)
         cover = host_cover_cycles("anchor", job.host_cover_all)  # the kernels': their launchers apply it
         t_c: list[float] = []
         t_o: list[float] = []
@@ -521,65 +522,3 @@ def _stats(times: list[float], label: str | None = None) -> TimingStats:
     """Median and IQR of ``times`` (ms; the samples :func:`timed_selection` chose), ``label`` their layout."""
     qs = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
     return TimingStats(median_ms=statistics.median(times), iqr_ms=qs[2] - qs[0], samples=len(times), layout=label)
-
-
-def _sdpa_runner(torch: Any, sc: Scenario, bufs: Buffers, backend: str) -> Any:
-    """A zero-arg callable running torch SDPA with one backend on ``bufs``'s current views and scale."""
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[backend]
-    q, k, v = (t.transpose(1, 2) for t in (bufs.q, bufs.k, bufs.v))
-    kwargs: dict[str, Any] = {"scale": bufs.scale}
-    if sc.num_heads_q != sc.num_heads_kv:
-        kwargs["enable_gqa"] = True
-    if sc.causal:
-        if sc.seqlen_q == sc.seqlen_k:
-            kwargs["is_causal"] = True
-        else:
-            from torch.nn.attention.bias import causal_lower_right
-
-            kwargs["attn_mask"] = causal_lower_right(sc.seqlen_q, sc.seqlen_k)
-
-    def run() -> None:
-        with sdpa_kernel(be):
-            F.scaled_dot_product_attention(q, k, v, **kwargs)
-
-    return run
-
-
-class _Anchors:
-    """The anchors of one scenario's timing loop: a zero-argument callable per anchor on the original's
-    current views and scale, or None where the anchor cannot run them (tried once per layout: FA3 and the
-    SDPA backends refuse some shapes and strides). An anchor that runs on none of the scenario's timed
-    calls gets no time (``ScenarioResult.anchors[name] is None``)."""
-
-    def __init__(self, torch: Any, sc: Scenario, names: list[str]) -> None:
-        self.torch, self.sc, self.names = torch, sc, names
-        self.support: dict[tuple[str, str], Any] = {}
-
-    def runner(self, name: str, bufs: Buffers, layout: str) -> Any:
-        key = (name, layout)
-        if name == "fa3":
-            from harness.anchors import fa3_bound, fa3_runner
-
-            if key not in self.support:
-                fn = fa3_runner(self.torch, self.sc.causal, bufs.q, bufs.k, bufs.v, bufs.scale)
-                self.support[key] = None if fn is None else fn.keywords
-            extra = self.support[key]
-            return None if extra is None else fa3_bound(self.torch, self.sc.causal, bufs.q, bufs.k, bufs.v,
-                                                         bufs.scale, extra)
-        if key not in self.support:
-            self.support[key] = _sdpa_supported(self.torch, self.sc, bufs, name)
-        return _sdpa_runner(self.torch, self.sc, bufs, name) if self.support[key] else None
-
-
-def _sdpa_supported(torch: Any, sc: Scenario, bufs: Buffers, backend: str) -> bool:
-    """Whether the SDPA backend runs the scenario (tried once, on the current views)."""
-    try:
-        _sdpa_runner(torch, sc, bufs, backend)()
-        torch.cuda.synchronize()
-    except RuntimeError:
-        return False
-    return True
-
