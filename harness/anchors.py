@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable, Iterable
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from harness.errors import AnchorUnavailableError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.buffers import Buffers
+    from harness.scenarios import Scenario
 
 #: The anchor names accepted by ``--anchors``, ``--goal-against``, ``ATTNQ_GOAL_ANCHOR`` and the MCP tools.
 AnchorName = Literal["cudnn", "flash", "fa3"]
@@ -124,3 +128,64 @@ def fa3_bound(torch: Any, causal: bool, q: Any, k: Any, v: Any, softmax_scale: f
 
     run.keywords = dict(extra)  # type: ignore[attr-defined]
     return run
+
+
+def sdpa_runner(torch: Any, sc: Scenario, bufs: Buffers, backend: str) -> Any:
+    """A zero-arg callable running torch SDPA with one backend on ``bufs``'s current views and scale."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[backend]
+    q, k, v = (t.transpose(1, 2) for t in (bufs.q, bufs.k, bufs.v))
+    kwargs: dict[str, Any] = {"scale": bufs.scale}
+    if sc.num_heads_q != sc.num_heads_kv:
+        kwargs["enable_gqa"] = True
+    if sc.causal:
+        if sc.seqlen_q == sc.seqlen_k:
+            kwargs["is_causal"] = True
+        else:
+            from torch.nn.attention.bias import causal_lower_right
+
+            kwargs["attn_mask"] = causal_lower_right(sc.seqlen_q, sc.seqlen_k)
+
+    def run() -> None:
+        with sdpa_kernel(be):
+            F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+    return run
+
+
+class TimedAnchors:
+    """The anchors of one scenario's timing loop (harness/checker.py, which runs them in the worker on the
+    original's buffers): a zero-argument callable per anchor on the original's current views and scale, or
+    None where the anchor cannot run them (tried once per layout: FA3 and the SDPA backends refuse some
+    shapes and strides). An anchor that runs on none of the scenario's timed calls gets no time
+    (``ScenarioResult.anchors[name] is None``). ``names``: the job's anchors (:data:`ANCHORS`)."""
+
+    def __init__(self, torch: Any, sc: Scenario, names: list[str]) -> None:
+        self.torch, self.sc, self.names = torch, sc, names
+        self.support: dict[tuple[str, str], Any] = {}
+
+    def runner(self, name: str, bufs: Buffers, layout: str) -> Any:
+        """The callable timing anchor ``name`` on ``bufs`` (harness.buffers.Buffers) in ``layout``, or None."""
+        key = (name, layout)
+        if name == "fa3":
+            if key not in self.support:
+                fn = fa3_runner(self.torch, self.sc.causal, bufs.q, bufs.k, bufs.v, bufs.scale)
+                self.support[key] = None if fn is None else fn.keywords
+            extra = self.support[key]
+            return None if extra is None else fa3_bound(self.torch, self.sc.causal, bufs.q, bufs.k, bufs.v,
+                                                         bufs.scale, extra)
+        if key not in self.support:
+            self.support[key] = sdpa_supported(self.torch, self.sc, bufs, name)
+        return sdpa_runner(self.torch, self.sc, bufs, name) if self.support[key] else None
+
+
+def sdpa_supported(torch: Any, sc: Scenario, bufs: Buffers, backend: str) -> bool:
+    """Whether the SDPA backend runs the scenario (tried once, on the current views)."""
+    try:
+        sdpa_runner(torch, sc, bufs, backend)()
+        torch.cuda.synchronize()
+    except RuntimeError:
+        return False
+    return True

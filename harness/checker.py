@@ -10,14 +10,17 @@ original's arena, copied whole into the candidate's; outputs poisoned and the wo
 garbage; after the call the candidate's inputs are compared with the pristine copy before the
 original runs. Checked draws compare both outputs with the full fp32 reference; every timed call is
 compared with the original's output (whole) and with the fp32 reference on sampled rows, under the
-checked draws' tolerance; determinism repeats replay draw 0's values (reordered) among the timed
-calls and must reproduce its bits. With a second candidate endpoint (``cand_b``, a second launcher
-process of the same library) draw 0 runs in the first and every repeat in the second, which never saw
-draw 0 (harness/draws.py ``split``): no cache of the candidate's can replay draw 0's bits.
+checked draws' tolerance; determinism repeats, after the last fresh timed call, replay an earlier call's
+values (reordered) and must reproduce the candidate's bits of that call (its source: a uniformly random
+call of its value key, held by a source slot of harness/repeats.py, its inputs and outputs kept in a
+SourceStore from the moment it ran). With a second candidate endpoint
+(``cand_b``, a second launcher process of the same library) each repeat runs in the process that did not
+run its source (harness/draws.py ``split``): no cache of the candidate's can replay the source's bits.
 
 Scenario fields (harness/scenarios.py) win over the draws: a declared ``layout`` is every call's layout,
-a declared ``softmax_scale`` every call's scale, declared ``inputs`` the checked draws' and repeats' values
-(fresh timed calls draw ordinary ones: harness/draws.py); ``repeats`` more repeats (harness.draws.repeats_of). The memory
+a declared ``softmax_scale`` every call's scale, declared ``inputs`` the values of the first checked draws,
+of the uncounted declared timed calls and of their repeats (counted timed calls draw ordinary ones:
+harness/draws.py); ``repeats`` more repeats (harness.draws.repeats_of). The memory
 guard runs before any allocation; the exactness check after the reference checks of each checked draw.
 Work after a timed call's end event (another stream) is found by harness/timing_escape.py
 (``job.stream_escape_check``). Anchors (torch SDPA backends, FA3) run here on the original's buffers, timed like the kernels, behind
@@ -31,14 +34,13 @@ import time
 from typing import Any
 
 from harness.abi import make_params, null_data_copy
+from harness.anchors import TimedAnchors
 from harness.buffers import DECLARED, Buffers
 from harness.draws import (
     LAYOUTS,
     CallDraw,
     CallDrawer,
     describe_values,
-    permute_inputs,
-    permute_outputs,
     repeats_of,
     timed_values_note,
 )
@@ -51,6 +53,7 @@ from harness.endpoints import (
     fatal_kind,
 )
 from harness.host_cover import host_cover_cycles
+from harness.repeats import SourceStore
 from harness.scenarios import Scenario
 from harness.timing_escape import append_timing_log, judge_escape
 from harness.verdict import ErrorStats, PhaseTimes, ScenarioResult, TimingStats
@@ -226,14 +229,15 @@ class Runner:
                 k.attach(b)
                 attached.append((k, b))
             t0 = time.perf_counter()
+            sources = SourceStore(torch)
             try:
-                stats, bounds, first = self._check(sc, bufs_c, bufs_o, gen, drawer)
+                stats, bounds = self._check(sc, bufs_c, bufs_o, gen, drawer, sources)
             finally:  # a failed scenario's time is accounted too
                 self.phases.check_s = round(time.perf_counter() - t0, 4)
             base.errors = stats
             t1 = time.perf_counter()
             try:
-                timing = self._time(sc, bufs_c, bufs_o, gen, drawer, bounds, first)
+                timing = self._time(sc, bufs_c, bufs_o, gen, drawer, bounds, sources)
             finally:
                 self.phases.timing_s = round(time.perf_counter() - t1, 4)
         except Fail as f:
@@ -317,9 +321,11 @@ class Runner:
         return self.torch.stack([bits_equal_t(a, b) for a, b in zip(bufs_c.input_regions_t(), bufs_o.input_regions_t(),
                                                                      strict=True)]).all()
 
-    def _check(self, sc: Scenario, bufs_c: Buffers, bufs_o: Buffers, gen: Any, drawer: CallDrawer):
-        """Correctness over ``draws`` fresh input draws. Returns the worst errors, the timed bounds per
-        value kind and draw 0's (pristine inputs, candidate outputs) for the determinism repeats."""
+    def _check(self, sc: Scenario, bufs_c: Buffers, bufs_o: Buffers, gen: Any, drawer: CallDrawer,
+               sources: SourceStore):
+        """Correctness over the checked draws (``drawer.checked_draws`` fresh input draws). Returns the worst
+        errors and the timed bounds per value key (CallDraw.values); the draws a source slot takes are kept
+        in ``sources`` (pristine inputs, candidate outputs: harness/repeats.py)."""
         from harness.checks import (
             MANTISSA_BITS,
             TimedBounds,
@@ -334,7 +340,6 @@ class Runner:
 
         worst: ErrorStats | None = None
         bounds: dict[str, TimedBounds] = {}
-        first: tuple | None = None
         for draw_i in range(drawer.checked_draws):
             draw = drawer.checked(draw_i)
             self._prepare(bufs_c, bufs_o, draw, gen, None)
@@ -379,25 +384,27 @@ class Runner:
                             tol_lse + rep_o.max_abs_err_lse, tol_o, tol_lse, ref_o_max=max_o,
                             mantissa_bits=MANTISSA_BITS[bufs_c.dtype])
             bounds[draw.values] = b if draw.values not in bounds else bounds[draw.values].merge(b)
-            if draw_i == 0:
-                dense = (bufs_o.q.contiguous(), bufs_o.k.contiguous(), bufs_o.v.contiguous())
-                first = (tuple(t.clone() for t in dense), bufs_c.o_c.clone(), bufs_c.lse_c.clone())
+            sources.keep(draw.keep, bufs_o, bufs_c)
             if worst is None or stats.max_abs_err_o / max(tol_o, 1e-30) > worst.max_abs_err_o / max(worst.tol_o, 1e-30):
                 worst = stats
         assert worst is not None
-        return worst, bounds, first
+        return worst, bounds
 
     def _time(self, sc: Scenario, bufs_c: Buffers, bufs_o: Buffers, gen: Any, drawer: CallDrawer,
-              bounds: dict, first: tuple | None):
-        """A/B timing, each sample a drawn call (layout, scale, value kind; or a determinism repeat). After
-        every timed candidate call its inputs must equal the pristine copy, and its output is checked
-        against the original's (whole) and the fp32 reference (sampled rows); a repeat must reproduce draw
-        0's bits. A sample's checks run on the device and come back in one transfer
-        (harness.checks.timed_sample_values), judged in the order of harness.checks.judge_timed_sample.
-        Sampling stops at ``max_samples`` (raised to reach every scheduled repeat and 3 fresh dense calls), or once
-        ``min_samples``, every scheduled repeat and max(3, min_samples / 2) fresh dense calls are taken and the
-        loop's host wall time exceeds ``budget_ms``. The times, and the stream_timing check, are over the fresh
-        dense calls (:func:`timed_selection`): never a repeat, whose values a cache can replay."""
+              bounds: dict, sources: SourceStore | None):
+        """A/B timing, each sample a drawn call: fresh (layout, scale, value kind; where the scenario declares
+        inputs, some on the declared values at scheduled places), then the determinism repeats. After every
+        timed candidate call its inputs must equal the pristine copy, and its output is checked against the
+        original's (whole) and the fp32 reference (sampled rows); a repeat must reproduce the bits of its
+        source (kept in ``sources`` while a source slot holds it: harness/repeats.py). A sample's checks run on
+        the device and come back in one transfer (harness.checks.timed_sample_values), judged in the order of
+        harness.checks.judge_timed_sample. The fresh calls stop when, with the repeats still to come, the
+        samples would reach ``max_samples`` (raised to reach every scheduled declared call; past it only for
+        3 counted dense calls), or once ``min_samples`` (repeats included), every scheduled call and
+        max(3, min_samples / 2) counted dense calls are taken and the loop's host wall time exceeds
+        ``budget_ms``; then every repeat runs. The times, and the stream_timing check, are over the counted
+        dense calls (:func:`timed_selection`): never a repeat, whose values a cache can replay, nor a declared
+        call, whose values can give the answer away."""
         from harness.checks import (
             bits_equal_t,
             judge_timed_sample,
@@ -408,7 +415,7 @@ class Runner:
         from harness.reference import attention_reference_rows
 
         torch, job = self.torch, self.job
-        anchors = _Anchors(torch, sc, job.anchors)
+        anchors = TimedAnchors(torch, sc, job.anchors)
         cover = host_cover_cycles("anchor", job.host_cover_all)  # the kernels': their launchers apply it
         t_c: list[float] = []
         t_o: list[float] = []
@@ -418,7 +425,7 @@ class Runner:
         lay: list[str] = []  # each sample's layout, and each anchor time's
         lay_a: dict[str, list[str]] = {k: [] for k in job.anchors}
         keep = drawer.timed_layout  # the layout the statistics are over (None: every layout)
-        fresh: list[bool] = []  # not a determinism repeat (repeats replay draw 0: checked, never timed)
+        counts: list[bool] = []  # CallDraw.counted: no repeat, no declared call (checked, never timed)
         min_keep = max(MIN_TIMED_LAYOUT_SAMPLES, job.min_samples // 2) if keep else MIN_TIMED_LAYOUT_SAMPLES
         tail = job.stream_escape_check == "tail"
         tl_c: list[float] = []
@@ -427,16 +434,28 @@ class Runner:
         gpu_ms = 0.0
         n = 0
         t_loop = time.perf_counter()
-        cap = max(job.max_samples, drawer.samples_needed)  # past it only for the first 3 fresh calls counted
-        while (n < cap and (n < job.min_samples or drawer.pending_repeats(n) or _counted(lay, fresh, keep) < min_keep
-                            or (time.perf_counter() - t_loop) * 1e3 < job.budget_ms)
-               or _counted(lay, fresh, keep) < MIN_TIMED_LAYOUT_SAMPLES):  # ends: 6 dense cards in any 12
-            draw = drawer.timed(n)
-            values = None
-            expect = None
-            if draw.repeat is not None and first is not None:
-                values = permute_inputs(torch, sc, draw, *first[0])
-                expect = permute_outputs(torch, sc, draw, first[1], first[2])
+        reps = drawer.repeats
+        cap = max(job.max_samples, drawer.samples_needed + reps)  # past it only for the first 3 calls counted
+
+        def more_fresh() -> bool:
+            """Another fresh call: fewer than 3 counted (whatever the cap: ends, 6 dense cards in any 12), or
+            below the cap with the repeats still to come and a floor, a scheduled call or the budget not met."""
+            counted = _counted(lay, counts, keep)
+            return counted < MIN_TIMED_LAYOUT_SAMPLES or (n + reps < cap and (
+                n + reps < job.min_samples or drawer.pending(n) or counted < min_keep
+                or (time.perf_counter() - t_loop) * 1e3 < job.budget_ms))
+
+        j = 0  # repeats taken: they follow the last fresh call
+        while True:
+            if j == 0 and more_fresh():
+                draw = drawer.timed(n)
+            elif j < reps:
+                draw, j = drawer.repeat(j, n), j + 1
+            else:
+                break
+            values = expect = None
+            if draw.repeat is not None and sources is not None:
+                values, expect = sources.replay(sc, draw)
             self._prepare(bufs_c, bufs_o, draw, gen, values)
             p_c, p_o = self._params(bufs_c, sc), self._params(bufs_o, sc)
             rc, ro, inputs_same, orig_first = self._timed_pair(draw, n, p_c, p_o, bufs_c, bufs_o, tail)
@@ -444,7 +463,7 @@ class Runner:
                 fn = anchors.runner(name, bufs_o, draw.layout)
                 if fn is not None:
                     times.append(self.dev.timed(fn, cover)[0])
-                    lay_a[name].append(draw.layout if draw.repeat is None else "repeat")
+                    lay_a[name].append(draw.layout if draw.counted else UNCOUNTED)
                     gpu_ms += times[-1]
             rows = sample_rows(sc.batch, sc.num_heads_q, sc.seqlen_q, ROW_PAIRS, ROWS_PER_PAIR, gen, self.device)
             t_ref = time.perf_counter()
@@ -459,23 +478,28 @@ class Runner:
             vals = timed_sample_values(inputs_same, bufs_c.o_c, bufs_c.lse_c, bufs_o.o_c, bufs_o.lse_c,
                                        bufs_c.guards_written(), row_errors_t(bufs_c.o_c, bufs_c.lse_c, rows, o_ref, lse_ref),
                                        row_errors_t(bufs_o.o_c, bufs_o.lse_c, rows, o_ref, lse_ref), ref_max, repeat_same)
-            bad = judge_timed_sample(vals.tolist(), n, bounds[draw.values], bufs_c.guard_names)  # one transfer
+            if sources is not None:  # a source slot takes this call (before anything else runs)
+                sources.keep(draw.keep, bufs_o, bufs_c)
+            source = None if draw.source is None else drawer.name(draw.source)
+            bad = judge_timed_sample(vals.tolist(), n, bounds[draw.values], bufs_c.guard_names,  # one transfer
+                                     repeat_of=source)
             self.phases.reference_s = round(self.phases.reference_s + time.perf_counter() - t_ref, 4)
             if bad:
                 raise Fail(*bad)
             t_c.append(rc.event_ms), t_o.append(ro.event_ms), w_c.append(rc.wall_ms), w_o.append(ro.wall_ms)
-            lay.append(draw.layout), fresh.append(draw.repeat is None)
+            lay.append(draw.layout), counts.append(draw.counted)
             tl_c.append(rc.tail_ms or 0.0), tl_o.append(ro.tail_ms or 0.0)
             if log is not None:
                 log.append({"n": n, "process": draw.process if self.cand_b is not None else 0, "orig_first": orig_first,
-                            "repeat": draw.repeat is not None, "layout": draw.layout, "e_c": rc.event_ms,
+                            "repeat": draw.repeat is not None, "repeat_of": source, "counted": draw.counted,
+                            "layout": draw.layout, "e_c": rc.event_ms,
                             "e_o": ro.event_ms, "w_c": rc.wall_ms, "w_o": ro.wall_ms, "tail_c": rc.tail_ms,
                             "tail_o": ro.tail_ms})
             gpu_ms += rc.event_ms + ro.event_ms
             self.phases.timed_gpu_s = round(gpu_ms / 1e3, 4)
             n += 1
         mode = job.stream_escape_check
-        sel, label = timed_selection(lay, fresh, keep)  # the escape check judges the calls the times are over
+        sel, label = timed_selection(lay, counts, keep)  # the escape check judges the calls the times are over
 
         def pick(xs: list[float]) -> list[float]:
             return [xs[i] for i in sel]
@@ -486,100 +510,41 @@ class Runner:
                                                     "split": self.cand_b is not None, "escaped": escaped,
                                                     "samples": log})
         anchor_stats: dict[str, TimingStats | None] = {}
-        for k, times in t_a.items():  # an anchor time's layout is "repeat" on a repeat
-            a_sel, a_label = timed_selection(lay_a[k], [x != "repeat" for x in lay_a[k]], keep)
+        for k, times in t_a.items():  # an anchor time's layout is UNCOUNTED on a repeat or a declared call
+            a_sel, a_label = timed_selection(lay_a[k], [x != UNCOUNTED for x in lay_a[k]], keep)
             anchor_stats[k] = _stats([times[i] for i in a_sel], a_label) if times else None
         return _stats(t_c, label), _stats(pick(t_o), label), anchor_stats, escaped
 
 
-#: Fewest samples of the timed layout a median is taken over; with fewer, every fresh sample counts.
+#: Fewest samples of the timed layout a median is taken over; with fewer, every counted sample counts.
 MIN_TIMED_LAYOUT_SAMPLES = 3
+#: An anchor time's layout label on a sample that is never counted (a repeat or a declared call).
+UNCOUNTED = "uncounted"
 
 
-def timed_selection(layouts: list[str], fresh: list[bool], keep: str | None) -> tuple[list[int], str | None]:
+def timed_selection(layouts: list[str], counted: list[bool], keep: str | None) -> tuple[list[int], str | None]:
     """Indices of the samples a time (and the stream_timing check) is over, and their layout label: the
-    fresh samples (no determinism repeat: a repeat replays draw 0's values, which a cache can replay without
-    the work) whose layout is ``keep`` (every layout when None) when there are at least
-    :data:`MIN_TIMED_LAYOUT_SAMPLES` of them; else every fresh sample (label None); else every sample."""
-    sel = [i for i, (lay, f) in enumerate(zip(layouts, fresh, strict=True)) if _counts(lay, f, keep)]
+    counted samples (CallDraw.counted: no determinism repeat, whose values a cache can replay without the
+    work, no call on a scenario's declared values, which can give the answer away) whose layout is ``keep``
+    (every layout when None) when there are at least :data:`MIN_TIMED_LAYOUT_SAMPLES` of them; else every
+    counted sample (label None); else every sample."""
+    sel = [i for i, (lay, f) in enumerate(zip(layouts, counted, strict=True)) if _counts(lay, f, keep)]
     if len(sel) >= MIN_TIMED_LAYOUT_SAMPLES:
         return sel, keep
-    return [i for i, f in enumerate(fresh) if f] or list(range(len(layouts))), None
+    return [i for i, f in enumerate(counted) if f] or list(range(len(layouts))), None
 
 
-def _counts(layout: str, fresh: bool, keep: str | None) -> bool:
-    """A sample counts in a time: fresh (no repeat) and of layout ``keep`` (any when None)."""
-    return fresh and (keep is None or layout == keep)
+def _counts(layout: str, counted: bool, keep: str | None) -> bool:
+    """A sample counts in a time: counted (no repeat, no declared call) and of layout ``keep`` (any when None)."""
+    return counted and (keep is None or layout == keep)
 
 
-def _counted(layouts: list[str], fresh: list[bool], keep: str | None) -> int:
+def _counted(layouts: list[str], counted: list[bool], keep: str | None) -> int:
     """Samples that count (:func:`_counts`): what the timing loop's floor counts."""
-    return sum(_counts(lay, f, keep) for lay, f in zip(layouts, fresh, strict=True))
+    return sum(_counts(lay, f, keep) for lay, f in zip(layouts, counted, strict=True))
 
 
 def _stats(times: list[float], label: str | None = None) -> TimingStats:
     """Median and IQR of ``times`` (ms; the samples :func:`timed_selection` chose), ``label`` their layout."""
     qs = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
     return TimingStats(median_ms=statistics.median(times), iqr_ms=qs[2] - qs[0], samples=len(times), layout=label)
-
-
-def _sdpa_runner(torch: Any, sc: Scenario, bufs: Buffers, backend: str) -> Any:
-    """A zero-arg callable running torch SDPA with one backend on ``bufs``'s current views and scale."""
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    be = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[backend]
-    q, k, v = (t.transpose(1, 2) for t in (bufs.q, bufs.k, bufs.v))
-    kwargs: dict[str, Any] = {"scale": bufs.scale}
-    if sc.num_heads_q != sc.num_heads_kv:
-        kwargs["enable_gqa"] = True
-    if sc.causal:
-        if sc.seqlen_q == sc.seqlen_k:
-            kwargs["is_causal"] = True
-        else:
-            from torch.nn.attention.bias import causal_lower_right
-
-            kwargs["attn_mask"] = causal_lower_right(sc.seqlen_q, sc.seqlen_k)
-
-    def run() -> None:
-        with sdpa_kernel(be):
-            F.scaled_dot_product_attention(q, k, v, **kwargs)
-
-    return run
-
-
-class _Anchors:
-    """The anchors of one scenario's timing loop: a zero-argument callable per anchor on the original's
-    current views and scale, or None where the anchor cannot run them (tried once per layout: FA3 and the
-    SDPA backends refuse some shapes and strides). An anchor that runs on none of the scenario's timed
-    calls gets no time (``ScenarioResult.anchors[name] is None``)."""
-
-    def __init__(self, torch: Any, sc: Scenario, names: list[str]) -> None:
-        self.torch, self.sc, self.names = torch, sc, names
-        self.support: dict[tuple[str, str], Any] = {}
-
-    def runner(self, name: str, bufs: Buffers, layout: str) -> Any:
-        key = (name, layout)
-        if name == "fa3":
-            from harness.anchors import fa3_bound, fa3_runner
-
-            if key not in self.support:
-                fn = fa3_runner(self.torch, self.sc.causal, bufs.q, bufs.k, bufs.v, bufs.scale)
-                self.support[key] = None if fn is None else fn.keywords
-            extra = self.support[key]
-            return None if extra is None else fa3_bound(self.torch, self.sc.causal, bufs.q, bufs.k, bufs.v,
-                                                         bufs.scale, extra)
-        if key not in self.support:
-            self.support[key] = _sdpa_supported(self.torch, self.sc, bufs, name)
-        return _sdpa_runner(self.torch, self.sc, bufs, name) if self.support[key] else None
-
-
-def _sdpa_supported(torch: Any, sc: Scenario, bufs: Buffers, backend: str) -> bool:
-    """Whether the SDPA backend runs the scenario (tried once, on the current views)."""
-    try:
-        _sdpa_runner(torch, sc, bufs, backend)()
-        torch.cuda.synchronize()
-    except RuntimeError:
-        return False
-    return True
-

@@ -72,7 +72,7 @@ def first_written_guard(written: list[int] | list[float], names: list[str]) -> s
 #: finite masks equal (1/0), max|o - original|, max|lse - original| over finite rows; on the sampled
 #: rows against the fp32 reference: the candidate's and the original's max |o - ref|, max|ref o|, the
 #: candidate's and the original's max |lse - ref| (finite rows), max|ref lse|, rows disagreeing on
-#: lse = +inf (or NaN/-inf); the determinism repeat's outputs bit-equal to draw 0's (1/0; 1 when the
+#: lse = +inf (or NaN/-inf); the determinism repeat's outputs bit-equal to its source's (1/0; 1 when the
 #: call is no repeat); max|o| of the original's output (the bound's scale); then one written-element
 #: count per guard band.
 TIMED_SAMPLE_FIELDS = ("inputs_same", "unwritten", "lse_finite_same", "d_o", "d_lse", "row_err_o", "row_err_o_orig",
@@ -128,7 +128,7 @@ def timed_sample_values(inputs_same: torch.Tensor, o_c: torch.Tensor, lse_c: tor
         guards_written: int64 ``[num_guards]`` (harness.buffers.Buffers.guards_written).
         rows_c, rows_o: :func:`row_errors_t` of the candidate and of the original (zeros when None).
         ref_max: ``[max|ref o|, max|ref lse| over finite rows]`` on the sampled rows.
-        repeat_same: 0-d bool, the determinism repeat reproduced draw 0's bits (None: not a repeat).
+        repeat_same: 0-d bool, the determinism repeat reproduced its source's bits (None: not a repeat).
     ``fin_same``: lse is +inf exactly on the original's +inf rows and finite elsewhere. ``d_o`` counts a NaN
     difference as +inf; ``d_lse`` is 0 when no row is finite. Values are exact: counts < 2^53, maxima fp32.
     """
@@ -179,13 +179,14 @@ class TimedBounds:
                            min(self.ref_o_max, other.ref_o_max), self.mantissa_bits)
 
 
-def judge_timed_sample(values: list[float], n: int, tol: TimedBounds,
-                       guard_names: list[str]) -> tuple[str, str, str] | None:
+def judge_timed_sample(values: list[float], n: int, tol: TimedBounds, guard_names: list[str],
+                       repeat_of: str | None = None) -> tuple[str, str, str] | None:
     """None when timed call ``n`` passes, else ``(failure_kind, check, message)`` of the first failed check,
     in the order: input_integrity, timed_output (unwritten), guard_bands, timed_output (lse +inf rows),
     timed_output (whole output against the original), timed_output (sampled rows against the fp32
-    reference, the checked calls' tolerance), determinism (a repeat of draw 0 must give its bits).
-    ``values``: :func:`timed_sample_values` read back (``.tolist()``)."""
+    reference, the checked calls' tolerance), determinism (a repeat must give its source's bits).
+    ``values``: :func:`timed_sample_values` read back (``.tolist()``); ``repeat_of``: the call a repeat
+    replays, for the message (e.g. ``"checked draw 2"``; harness.draws.CallDrawer.name)."""
     (inputs_same, unwritten, fin_same, d_o, d_l, r_o, r_o_orig, ref_o, r_l, r_l_orig, ref_l, r_bad,
      repeat_same, o_max) = values[:_HEAD]
     if not inputs_same:
@@ -211,8 +212,8 @@ def judge_timed_sample(values: list[float], n: int, tol: TimedBounds,
                  f"{lim_o:.3g}), max|lse - ref| = {r_l:.3g} (tolerance {lim_l:.3g}): the checked calls' rule"))
     if not repeat_same:
         return ("nondeterministic", "determinism",
-                (f"timed call {n} repeated draw 0's inputs (reordered) and did not reproduce its bits: a race "
-                 "(missing barrier, unordered atomics?)"))
+                (f"timed call {n} repeated {repeat_of or 'an earlier call'}'s inputs (reordered) and did not "
+                 "reproduce its bits: a race (missing barrier, unordered atomics?)"))
     return None
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from harness.layouts import storage_elements
+from harness.repeats import MAX_SOURCES
 
 if TYPE_CHECKING:  # pragma: no cover
     from harness.scenarios import Scenario
@@ -34,7 +35,7 @@ class PeakEstimate(BaseModel):
     """Estimated peak device memory of one scenario in the worker, bytes, by part."""
 
     buffers: int  # the candidate's and the original's arenas: inputs and outputs in their layouts, lse, guards
-    copies: int  # draw 0's inputs and outputs kept for the determinism repeats, and their permuted replays
+    copies: int  # the repeats' sources' inputs and outputs (harness.repeats.MAX_SOURCES), and a permuted replay
     reference: int  # the fp32 reference (outputs, upcast k/v chunk, score block) and the error statistics
     total: int
 
@@ -59,7 +60,7 @@ def estimate_peak_bytes(sc: Scenario) -> PeakEstimate:
         stor = {"q": int(n_q * w), "k": int(n_kv * w), "v": int(n_kv * w), "o": int(n_q * w)}
     arena = sum(stor.values()) * el + (len(stor) + 2) * _GUARDS + 4 * n_lse
     buffers = 2 * arena
-    copies = 2 * ((2 * n_q + 2 * n_kv) * el + 4 * n_lse)
+    copies = (MAX_SOURCES + 1) * ((2 * n_q + 2 * n_kv) * el + 4 * n_lse)
     # reference: o and lse fp32, k and v upcast for a chunk of heads, the score block (+ a temporary), q chunk
     chunk_heads = max(1, min(sc.num_heads_q, (_REF_BLOCK // 4) // max(1, sc.batch * 1024 * sc.seqlen_k)))
     kv_chunk = 2 * 4 * sc.batch * chunk_heads * sc.seqlen_k * sc.head_dim

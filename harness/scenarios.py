@@ -35,7 +35,8 @@ class Scenario(BaseModel):
     Beyond the shape a scenario may fix what bug reports need (each optional; docs/checks.md, "Scenario
     fields"): ``softmax_scale`` (default 1/sqrt(head_dim), drawn in [0.5, 1.5] x that on later draws),
     ``inputs`` (value distributions per tensor, harness/inputs.py), ``layout`` (strides and storage,
-    harness/layouts.py), ``repeats`` (calls on the same inputs that must be bit-identical), ``fresh_process``
+    harness/layouts.py), ``repeats`` (one more than the determinism repeats: each replays an earlier call's
+    inputs and must reproduce its bits, harness/repeats.py), ``fresh_process``
     (the scenario's first call is the candidate's first call in a new worker process) and ``name`` (a
     suffix of the id).
     """
@@ -54,7 +55,8 @@ class Scenario(BaseModel):
     softmax_scale: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     inputs: InputsSpec | None = None
     layout: LayoutSpec | None = None
-    repeats: int = Field(default=2, ge=2, le=100, description="calls on the same inputs (draw 0), all bit-identical")
+    repeats: int = Field(default=2, ge=2, le=100, description="determinism: repeats - 1 repeats (at least the job's), "
+                         "each of an earlier call's inputs, bit-identical to it")
     fresh_process: bool = False
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.+-]{1,48}$")
 

@@ -27,7 +27,7 @@ CHECKS = (
     "poisoned_output",      # o and lse poisoned with a NaN payload before every call: all must be written
     "input_integrity",      # q, k, v bit-identical after the call
     "guard_bands",          # poisoned regions around q, k, v, o and lse untouched after every call
-    "determinism",          # repeats of draw 0 (scenario `repeats` - 1, at least the job's; reordered, among the timed calls) reproduce its bits
+    "determinism",          # repeats (scenario `repeats` - 1, at least the job's; reordered, among the timed calls) reproduce the bits of the earlier call each replays
     "finite_output",        # no NaN/Inf in o; lse finite except +inf exactly on rows that see no key
     "reference_tolerance",  # FlashAttention's rule: err <= 2 * original's err + floor; relative bound per dtype
     "exactness",            # one visible key returns its v exactly; no key gives 0; o within [min v, max v] of its keys
@@ -129,8 +129,8 @@ class ScenarioResult(BaseModel):
     vs_anchor: dict[str, float] = Field(default_factory=dict, description="anchor median / candidate median")
     timed_values: str | None = Field(
         default=None, description="None: the timed calls drew the scenario's own values; else the scenario declares "
-                                  "inputs, checked on its first draws and repeats while the timed calls draw ordinary "
-                                  "values (harness/draws.py, timed values)")
+                                  "inputs, checked on its first draws and on uncounted timed calls while the counted "
+                                  "timed calls draw ordinary values (harness/draws.py, timed values)")
     phases: PhaseTimes | None = Field(default=None, description="the harness's own time on this scenario")
     sanitizer: SanitizerReport | None = Field(default=None, description="compute-sanitizer's findings (--sanitize)")
 

@@ -7,8 +7,9 @@ parent (harness/verify.py) enforces timeouts and restarts the worker after a cra
 Trust split: the candidate runs in a launcher process (harness/launcher.py, sandboxed: no network, no
 writes outside its temp dir, no new processes) that maps only the candidate's buffers (CUDA IPC) and
 only launches ``attn_fwd`` on them; the original runs in a launcher of its own, so both are timed the
-same way. A second launcher of the candidate (``repeat_process``) runs the determinism repeats (and a
-share of the other calls): it never sees draw 0, so no cache of the candidate's can replay it. Comparisons, the fp32 reference and the verdict live here (harness/checker.py),
+same way. A second launcher of the candidate (``repeat_process``) shares the calls with the first: each
+determinism repeat runs in the one that did not run the call it replays, so no cache of the candidate's can
+replay that call's bits. Comparisons, the fp32 reference and the verdict live here (harness/checker.py),
 where the candidate's code never runs. Loading each library has its own limit (``load_timeout_s``).
 """
 
@@ -42,7 +43,8 @@ class WorkerJob(BaseModel):
     first_index: int = 0
     seed: int
     draws: int = 2
-    repeats: int = Field(default=3, ge=1, description="determinism repeats of draw 0 among the timed calls")
+    repeats: int = Field(default=3, ge=1, description="determinism repeats among the timed calls, each of an "
+                       "earlier call (harness/repeats.py)")
     anchors: list[AnchorName] = []
     gpu: int = 0
     min_samples: int = 10
@@ -60,8 +62,8 @@ class WorkerJob(BaseModel):
     sandbox: Literal["on", "off"] = "on"
     host_cover_all: bool = Field(default=False, description="the anchors' host-path cover before the candidate's "
                                  "and the original's timed calls too (ATTNQ_HOST_COVER_ALL; harness/host_cover.py)")
-    repeat_process: bool = Field(default=True, description="run the determinism repeats in a second candidate "
-                                 "launcher that never saw draw 0 (harness/draws.py split)")
+    repeat_process: bool = Field(default=True, description="a second candidate launcher: each determinism "
+                                 "repeat runs in the launcher that did not run its source (harness/draws.py split)")
     stream_escape_check: Literal["wall", "tail"] = Field(default="tail", description="how work after the end event "
                                                          "is found (harness/timing_escape.py; ATTNQ_STREAM_ESCAPE_CHECK)")
     diag_order: Literal["candidate_first", "original_first", "alternate"] = Field(

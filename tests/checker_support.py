@@ -107,13 +107,14 @@ def make_runner(cand: Any, orig: Any = None, *, min_samples: int = 3, max_sample
 
 
 def run_scenario(sc: Scenario, cand: Any, orig: Any = honest, *, draws: int = 2, repeats: int = 1, seed: int = 1,
-                 min_samples: int = 3, max_samples: int = 3) -> tuple[Runner, ScenarioResult]:
+                 min_samples: int = 3, max_samples: int = 3, **job_fields: Any) -> tuple[Runner, ScenarioResult]:
     """One scenario through the whole CPU checker (checked draws, then the timed loop with its repeats):
-    ``cand``/``orig`` are kernel bodies (``body(tensors(params))``) or PyKernels."""
+    ``cand``/``orig`` are kernel bodies (``body(tensors(params))``) or PyKernels; ``job_fields``: further
+    harness.worker.WorkerJob fields (e.g. ``diag_timing_log``)."""
     c = cand if isinstance(cand, PyKernel) else PyKernel(cand)
     o = orig if isinstance(orig, PyKernel) else PyKernel(orig, "original")
     job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[sc], seed=seed, device="cpu", draws=draws,
-                    repeats=repeats, min_samples=min_samples, max_samples=max_samples, budget_ms=1e9)
+                    repeats=repeats, min_samples=min_samples, max_samples=max_samples, budget_ms=1e9, **job_fields)
     runner = Runner(job, c, o, HostDevice())
     return runner, runner.run(sc, 0)
 

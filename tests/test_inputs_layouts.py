@@ -14,7 +14,7 @@ from harness.abi import make_params
 from harness.buffers import Buffers
 from harness.checker import Fail as _Fail
 from harness.checks import count_poison, poison_
-from harness.draws import CallDrawer, repeats_of
+from harness.draws import CallDrawer, declared_samples, repeats_of
 from harness.exactness import exactness_failure
 from harness.inputs import InputsSpec
 from harness.layouts import LayoutSpec, storage_elements, strides
@@ -206,8 +206,9 @@ def _check(sc: Scenario, cand: Any, orig: Any = _honest, draws: int = 2) -> Any:
 
 def test_declared_fields_reach_every_checked_and_timed_call() -> None:
     """A declared scale and layout reach every call; declared inputs reach the first checked draws and the
-    repeats, while the fresh timed calls and as many more checked draws draw ordinary values (the timed
-    values of harness/draws.py: declared values can give the answer away)."""
+    scheduled declared timed calls (never counted in a time), while the counted timed calls and as many more
+    checked draws draw ordinary values (the timed values of harness/draws.py: declared values can give the
+    answer away); the repeats come last and carry their sources' values."""
     seen: list[tuple] = []
 
     def spy(p: Any) -> None:
@@ -220,11 +221,13 @@ def test_declared_fields_reach_every_checked_and_timed_call() -> None:
              layout=LayoutSpec.model_validate({"k": {"kind": "cache", "capacity": 48}, "v": "cache", "o": "head_major"}))
     runner, res = run_scenario(sc, PyKernel(spy), draws=3)
     assert res.correct, res.message
-    # 3 checked draws on the declared values, 3 on ordinary ones, then the timed calls: 4 repeats of draw 0
-    # (repeats - 1, never counted in a time) and at least 3 fresh calls (the times' floor)
-    assert runner.cand.calls == 6 + 4 + res.candidate.samples and res.candidate.samples >= 3
+    # 3 checked draws on the declared values, 3 on ordinary ones, then the timed calls: 2 on the declared values
+    # (declared_samples(3)) and at least 3 counted ones (the times' floor), never a repeat; then the 4 repeats
+    # (repeats - 1), never counted in a time either
+    assert declared_samples(3) == 2
+    assert runner.cand.calls == 6 + 2 + res.candidate.samples + 4 and res.candidate.samples >= 3
     assert all(s == (pytest.approx(0.3), strides(sc)["k"], strides(sc)["o"]) for s in seen)
-    assert declared[:6] == [True] * 3 + [False] * 3 and sum(declared[6:]) == 4  # the repeats replay draw 0
+    assert declared[:6] == [True] * 3 + [False] * 3 and sum(declared[6:-4]) == 2
     assert res.timed_values and "declared q" in res.timed_values
 
 
@@ -232,7 +235,7 @@ def test_scenario_repeats_schedule_that_many_replays_and_catch_a_late_difference
     sc = _sc(repeats=6)
     assert repeats_of(sc, 1) == 5 and repeats_of(_sc(), 3) == 3  # the job's repeats are the floor
     drawer = CallDrawer(sc, 7, draws=2, repeats=repeats_of(sc, 1), min_samples=3)
-    assert len(drawer.repeat_at) == 5 and drawer.samples_needed >= 5
+    assert drawer.repeats == 5
     calls = {"n": 0}
 
     def flaky(p: Any) -> None:  # bit-different (within the tolerance) from its 3rd call on

@@ -142,30 +142,32 @@ def test_a_thread_started_at_load_refuses_the_library_where_seccomp_is_missing(b
 @pytest.mark.parametrize(("cheat", "what"), [(15, "a cache per (batch, kv head)"), (16, "a cache per (batch, query head)"),
                                              (3, "a cache of the whole call's content")])
 def test_a_content_cache_cannot_replay_draw_0_in_the_repeat_process(built: Path, cheat: int, what: str) -> None:
-    """The repeats run in a second candidate process that never saw draw 0: the race shows."""
+    """Each repeat runs in the candidate process that never saw its source: the race shows."""
     res, _ = _verify(built, cheat=cheat, samples=6)
     assert (res.check, res.failure_kind) == ("determinism", "nondeterministic"), f"{what}: {res.message}"
 
 
 def test_without_the_repeat_process_the_slice_cache_hides_the_race(built: Path) -> None:
-    """The control (the hole the red team found): with the repeats in draw 0's process, the per-slice
-    cache replays draw 0's bits through the reordering and the race passes."""
+    """The control (the hole the red team found): with the repeats in their sources' process, the per-slice
+    cache replays the sources' bits through the reordering and the race passes."""
     res, _ = _verify(built, cheat=15, samples=6, split=False)
     assert res.correct, res.message
 
 
 def test_the_repeat_process_also_runs_ordinary_calls(built: Path) -> None:
-    """The second process gets checked draw 1 and about half of the fresh timed calls, so being asked
-    does not tell it a call is a repeat; an honest kernel stays correct across both processes."""
+    """The second process gets checked draw 1 and about half of the fresh timed calls, and each repeat runs in
+    the process that did not run its source, so being asked tells neither process that a call is a repeat;
+    an honest kernel stays correct across both processes."""
     from harness.draws import CallDrawer
     from tests.test_trust_split import SC
 
     d = CallDrawer(SC, 7, draws=2, repeats=3, min_samples=20, split=True)
-    checked = [d.checked(i).process for i in range(2)]
-    timed = [d.timed(n) for n in range(200)]
-    assert checked == [0, 1] and all(t.process == 1 for t in timed if t.repeat is not None)
-    fresh = [t.process for t in timed if t.repeat is None]
-    assert 0.35 < sum(fresh) / len(fresh) < 0.65
+    checked = [d.checked(i) for i in range(2)]
+    fresh = [d.timed(n) for n in range(200)]
+    by_call = {c.call: c for c in checked + fresh}
+    reps = [d.repeat(j, 200 + j) for j in range(3)]
+    assert [c.process for c in checked] == [0, 1] and all(r.process != by_call[r.source].process for r in reps)
+    assert 0.35 < sum(t.process for t in fresh) / len(fresh) < 0.65
     res, _ = _verify(built, samples=9)
     assert res.correct, res.message
 

@@ -218,7 +218,9 @@ def test_the_device_tail_is_asked_of_the_launchers_and_logged(built: Path, tmp_p
     order = [s["orig_first"] for s in rec["samples"]]  # 4 samples, or more until 3 fresh dense calls
     assert rec["split"] is True and len(order) >= 4 and order == [i % 2 == 1 for i in range(len(order))]
     assert all(s["tail_c"] == 0.0 and s["tail_o"] == 0.0 for s in rec["samples"])
-    assert {s["process"] for s in rec["samples"] if s["repeat"]} == {1}  # repeats in the second launcher
+    reps = [s for s in rec["samples"] if s["repeat"]]  # the last 3, each in the launcher its source did not run in
+    assert len(reps) == 3 and rec["samples"][-3:] == reps and all(s["repeat_of"] and not s["counted"] for s in reps)
+    assert all(s["process"] != _process_of(rec["samples"], s["repeat_of"]) for s in reps)
     with _cpu_candidate(built) as (k, arenas):
         bufs = Buffers(torch, SC, torch.bfloat16, "cpu", allocate=arenas.allocate)
         k.attach(bufs)
@@ -226,6 +228,13 @@ def test_the_device_tail_is_asked_of_the_launchers_and_logged(built: Path, tmp_p
         assert k.timed_call(p, tail=True).tail_ms == 0.0
         assert k.timed_call(p).tail_ms is None and k.call(p).tail_ms is None
         k.detach(bufs)
+
+
+def _process_of(samples: list[dict], call: str) -> int:
+    """The process of call ``call`` (``"checked draw i"``: draw 0 in the first launcher, draw 1 in the second,
+    SC declares nothing so there are no others; ``"timed call n"``: the log's)."""
+    kind, _, index = call.rpartition(" ")
+    return int(index) if kind == "checked draw" else samples[int(index)]["process"]
 
 
 def test_one_candidate_launcher_when_the_diagnostic_asks(built: Path) -> None:

@@ -1,7 +1,7 @@
 """The checker's timing loop and checked draws (harness.checker.Runner) on the CPU: every check catches its
 cheat in priority order with one device-to-host transfer per timed sample; the budget counts the loop's
 wall time; calls are drawn alike whether checked or timed; the workspace query sees no data; determinism
-repeats are reordered replays of draw 0 among the timed calls. The kernels are Python functions working
+repeats are reordered replays of earlier calls after the fresh timed calls. The kernels are Python functions working
 on the memory the ABI's pointers point at (tests/checker_support.py); the Runner is the worker's own."""
 
 from __future__ import annotations
@@ -340,8 +340,8 @@ def _noisy_replaying(key: str):
 
 
 def test_a_race_hidden_by_a_content_keyed_replay_fails_determinism() -> None:
-    """The repeats reorder draw 0's values (batch here), so a replay keyed on content misses and the race
-    shows: the repeat does not reproduce draw 0's bits."""
+    """The repeats reorder their sources' values (batch here), so a replay keyed on content misses and the race
+    shows: a repeat does not reproduce its source's bits."""
     res = make_runner(PyKernel(_noisy_replaying("content")), min_samples=6, max_samples=6).run(SC, 0)
     assert (res.check, res.failure_kind) in {("determinism", "nondeterministic"),
                                               ("timed_output", "timed_output_wrong")}, res.message
@@ -353,22 +353,27 @@ def test_a_replay_on_the_second_call_is_wrong_not_deterministic() -> None:
     assert not res.correct and res.check in ("reference_tolerance", "finite_output"), res.message
 
 
-def test_repeats_are_reordered_replays_of_draw_0_among_the_timed_calls() -> None:
+def test_repeats_are_reordered_replays_of_earlier_calls_after_the_fresh_timed_calls() -> None:
     qs: list[torch.Tensor] = []
 
     def body(p: Any) -> None:
         qs.append(p.q.float().clone())
         honest(p)
 
-    res = make_runner(PyKernel(body), min_samples=8, max_samples=8, repeats=3).run(SC, 5)
+    runner = make_runner(PyKernel(body), min_samples=8, max_samples=8, repeats=3)
+    res = runner.run(SC, 5)
     assert res.correct, res.message
 
     def batch_set(q: torch.Tensor) -> torch.Tensor:  # the batch entries in an order-free form
         return torch.stack(sorted(q, key=lambda t: t.sum().item()))
 
-    replays = [i for i, q in enumerate(qs) if i > 0 and torch.equal(batch_set(q), batch_set(qs[0]))]
-    assert len(replays) == 3 and all(i >= 2 for i in replays)  # after the checked draws, among the timed calls
-    assert all(not torch.equal(qs[i], qs[0]) for i in replays)  # reordered (SC has batch 2)
+    def sources(i: int) -> list[int]:
+        return [s for s in range(i) if torch.equal(batch_set(qs[s]), batch_set(qs[i]))]
+
+    replays = [i for i in range(len(qs)) if sources(i)]
+    assert replays == [len(qs) - 3, len(qs) - 2, len(qs) - 1]  # the last three calls, after the fresh ones
+    assert all(not torch.equal(qs[i], qs[s]) for i in replays for s in sources(i))  # reordered (SC has batch 2)
+    assert len({sources(i)[0] for i in replays}) == 3  # three different earlier calls
 
 
 def test_sample_values_layout_and_exactness() -> None:

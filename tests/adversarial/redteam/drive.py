@@ -17,7 +17,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("lib"); ap.add_argument("--samples", type=int, default=9); ap.add_argument("--seed", type=int, default=11)
 ap.add_argument("--shape", default="2,20,24,4,2,16,1")  # b,sq,sk,hq,hk,d,causal
 ap.add_argument("--sandbox", default="on")
-ap.add_argument("--no-split", action="store_true", help="the repeats in draw 0's process (before the fix)")
+ap.add_argument("--no-split", action="store_true", help="each repeat in its source's process (before the fix)")
 a = ap.parse_args()
 b, sq, sk, hq, hk, d, c = map(int, a.shape.split(","))
 SC = Scenario(group="t", batch=b, seqlen_q=sq, seqlen_k=sk, num_heads_q=hq, num_heads_kv=hk, head_dim=d, causal=bool(c))
