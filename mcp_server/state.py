@@ -26,12 +26,13 @@ log = get_logger("attnq.mcp.state")
 
 
 def need(module: str) -> ModuleType:
-    """Import ``module`` (e.g. ``harness.compile``); a missing one becomes a plain ToolError."""
+    """Import ``module`` (e.g. ``harness.compile``); a missing one becomes ``ToolError("[unavailable] ...")`` (the
+    ``[code] message`` form of every model-facing error, mcp_server/edge.py); an import error inside it is raised."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         if exc.name == module or (exc.name and module.startswith(exc.name + ".")):
-            raise ToolError(f"this attnq install has no {module} module yet; the tool is unavailable") from None
+            raise ToolError(f"[unavailable] this attnq install has no {module} module; the tool is unavailable") from None
         raise
 
 

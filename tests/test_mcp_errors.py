@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from mcp.server.mcpserver.exceptions import ToolError
+
 from harness import ORIGINAL_KERNEL
+from mcp_server.state import need
 from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS
 from tests.mcp_support import call_tools
 
@@ -63,3 +67,22 @@ def test_unknown_suite_matches_the_cli(tmp_path: Path) -> None:
     assert cli.returncode == 2 and cli_message.startswith("unknown suite 'nosuch'")
     assert cli_message in plain(by_name)
     assert "no such file in the workspace" in plain(by_path)  # a path stays a workspace path
+
+
+def test_a_missing_module_is_an_unavailable_tool_error_and_a_broken_one_is_raised(tmp_path: Path) -> None:
+    """mcp_server.state.need: a module this install lacks answers ``[unavailable] ...`` (the [code] form of every
+    model-facing error); a module that exists but fails inside its own imports is a bug and is raised as is."""
+    assert need("harness.compile").__name__ == "harness.compile"
+    with pytest.raises(ToolError) as missing:
+        need("harness.no_such_module_here")
+    assert str(missing.value).startswith("[unavailable] ") and "harness.no_such_module_here" in str(missing.value)
+    broken = tmp_path / "attnq_broken_probe_mod.py"
+    broken.write_text("import attnq_module_that_does_not_exist_either\n", encoding="utf-8")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with pytest.raises(ModuleNotFoundError) as inner:
+            need("attnq_broken_probe_mod")
+        assert inner.value.name == "attnq_module_that_does_not_exist_either"
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("attnq_broken_probe_mod", None)
