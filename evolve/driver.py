@@ -61,6 +61,16 @@ def preflight(cfg: EvolveConfig) -> None:
             require_gpu(cfg.arch, gpu, what=f"attnq evolve (evaluator harness, GPU {gpu})")
 
 
+def kept_on_resume(stored: dict[str, Any], cfg: EvolveConfig) -> dict[str, tuple[Any, Any]]:
+    """The settings ``cfg`` gives that a resumed run does not take: ``{field: (the run's value, the given one)}``
+    for every field set in ``cfg`` that is not in :data:`RESUMABLE_FIELDS` (budgets, placement and the mutator
+    command are; the search itself, e.g. islands, knobs, suites, goal, is fixed at the start) and differs from
+    ``stored`` (the run's config as JSON). Empty when the same flags are given again."""
+    given = cfg.model_dump(mode="json")
+    return {k: (stored.get(k), given[k]) for k in sorted(cfg.model_fields_set)
+            if k not in RESUMABLE_FIELDS and given.get(k) != stored.get(k)}
+
+
 def start_or_resume(db: EvolveDB, *, campaign_id: str, state_dir: Path, cfg: EvolveConfig, run_id: str | None,
                     seed_path: Path | None, bank: Any = None, resume: bool = True) -> tuple[Search, bool]:
     """``(search, created)``: the named run resumed (budget and placement taken from ``cfg``), or a new
@@ -82,6 +92,8 @@ def start_or_resume(db: EvolveDB, *, campaign_id: str, state_dir: Path, cfg: Evo
             raise InputError(f"evolve run {run_id!r} belongs to campaign {rec.campaign_id!r}, not {campaign_id!r}")
         stored = dict(rec.config)
         given = cfg.model_dump(mode="json")
+        if kept := kept_on_resume(stored, cfg):
+            log.warning("evolve_resume_kept", run=run_id, fields={k: {"run": a, "given": b} for k, (a, b) in kept.items()})
         stored.update({k: given[k] for k in RESUMABLE_FIELDS if k in cfg.model_fields_set})
         effective = EvolveConfig(**stored)
         preflight(effective)

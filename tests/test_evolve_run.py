@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from attnq.cli import main
+from evolve.config import EvolveConfig
 from evolve.db import EvolveDB
 from evolve.driver import run_search, start_or_resume
 from evolve.engine import Budget, Search
@@ -157,3 +158,37 @@ def test_a_run_name_that_is_not_a_plain_name_is_refused_and_nothing_is_written(
     search, created = start_or_resume(db, campaign_id="default", state_dir=st, cfg=knob_config(seed=3),
                                       run_id="h200-knobs.v2_1", seed_path=SEED)
     assert created and search.run_id == "h200-knobs.v2_1"
+
+
+def test_a_resume_says_which_given_settings_the_run_keeps(tmp_path_factory: pytest.TempPathFactory,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """`attnq evolve --run NAME` with flags a resume cannot change (the search's shape: islands, knobs, ...) names
+    each with the run's value and the given one, and keeps the run's; the resumable ones (budgets) take effect; the
+    same flags again say nothing."""
+    from evolve.driver import kept_on_resume
+
+    st = state_dir(tmp_path_factory, "evolve-kept")
+    monkeypatch.setenv("ATTNQ_STATE", str(st))
+    monkeypatch.chdir(st)
+    knobs = [a for k in ("TILE=256,1024", "UNROLL=1,2") for a in ("--knob", k)]
+    start = ["evolve", "--from", str(SEED), "--run", "k", "--evaluator", "compile_facts", "--goal", "9",
+             "--islands", "2", "--children", "2", "--generations", "1", "--compile-workers", "2", *knobs]
+    assert main(start) == 0
+    capsys.readouterr()
+    assert main(["evolve", "--run", "k", "--islands", "3", "--children", "2", "--generations", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "resumed evolve run k" in err and "kept as the run started" in err, err
+    assert "islands 2 (given 3)" in err and "children" not in err.split("kept as the run started")[1], err
+    with EvolveDB.for_state_dir(st) as db:
+        cfg = db.run("k").config
+        assert cfg["islands"] == 2 and cfg["max_generations"] == 1
+        same = EvolveConfig(**cfg)
+        assert kept_on_resume(dict(cfg), same) == {}  # every field set, all equal
+        assert kept_on_resume(dict(cfg), same.model_copy(update={"islands": 5, "max_generations": 9})) == {
+            "islands": (2, 5)}  # max_generations is a budget: resumable
+    assert main(["evolve", "--run", "k", "--islands", "2", "--generations", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "resumed evolve run k" in err and "kept as the run started" not in err, err
+    with EvolveDB.for_state_dir(st) as db:
+        assert db.run("k").config["max_generations"] == 2
