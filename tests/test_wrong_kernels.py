@@ -52,7 +52,8 @@ def test_the_predicates_follow_the_scenarios() -> None:
     assert "bugs/b2-sq4-sk4096-h8-d128-causal-bf16-b03-combine-o-padded" not in strided  # only o is strided there
     assert not any(i.startswith(("fa3grid", "gqa", "odd")) for i in strided)
     scale, exact = wk.expected_failures("hardcoded_scale", list(full.values()))
-    assert not exact and len(scale) == 6  # b26's five scales and values/tiny-scale
+    assert not exact and len(scale) == 9  # b26's five scales, values/tiny-scale and values' three scale-1
+    assert sum(i.endswith("-scale-1-sc1") for i in scale) == 3
 
 
 def _verdict(tmp_path: Path, failed: set[str]) -> Path:
