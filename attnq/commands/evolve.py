@@ -44,6 +44,7 @@ def _config(args: argparse.Namespace, settings: Any) -> Any:
     from evolve.config import EvolveConfig, parse_knob
 
     values: dict[str, Any] = {f: getattr(args, d) for d, f in _FIELDS.items() if getattr(args, d, None) is not None}
+    given = set(values) | ({"gpus"} if args.gpus is not None else set()) | ({"knobs"} if args.knob else set())
     if args.no_full:
         values["full_stage"] = False
     if args.gpus is not None:
@@ -64,7 +65,11 @@ def _config(args: argparse.Namespace, settings: Any) -> Any:
             raise InputError(str(exc)) from None
     if args.mutator_cmd and "mutator" not in values:
         values["mutator"] = "command"
-    return EvolveConfig(**values)
+    cfg = EvolveConfig(**values)
+    # the settings' goal, anchor, arch and GPU fill what the flags leave out, but they are not "given": a resume
+    # keeps the run's own values for them and does not report them as dropped flags
+    filled = {k for k in ("goal_speedup", "goal_against", "arch", "gpus") if k not in given}
+    return EvolveConfig.model_construct(_fields_set=cfg.model_fields_set - filled, **dict(cfg))
 
 
 def _say(msg: str) -> None:
