@@ -8,6 +8,7 @@ as `attnq verify` runs it, and is timed by the launcher's events around isolated
   alone            the candidate's calls back to back
   flush+sync       after the checker's own flush and a synchronize (harness.checker._timed_pair)
   fill+flush       after a fresh fill of the inputs and poisoned outputs (harness.checker._prepare)
+  fill KIND        the same with the other value kinds verify's timed calls draw (large_logits, shifted)
   orig+flush       after the original's timed call in its own launcher on its own arena, then flush + sync
   matmul+flush     after twelve 8192^3 bf16 matmuls in this process, then flush + sync
   right after orig the original's timed call, then the candidate's at once
@@ -72,8 +73,8 @@ def probe(sc, cand: LauncherKernel, orig: LauncherKernel, arenas: CudaArenas, sm
         flush.zero_()
         torch.cuda.synchronize()
 
-    def fill() -> None:
-        bo.fill_inputs(gen, "normal", True)
+    def fill(kind: str = "normal") -> None:
+        bo.fill_inputs(gen, kind, True)
         bc.copy_inputs_from(bo)
         bc.prepare_outputs()
         flushed()
@@ -81,7 +82,8 @@ def probe(sc, cand: LauncherKernel, orig: LauncherKernel, arenas: CudaArenas, sm
     before = {"alone": lambda: None, "flush+sync": flushed, "fill+flush": fill,
               "orig+flush": lambda: (orig.timed_call(po, tail=True), flushed()),
               "matmul+flush": lambda: ([a @ a for _ in range(12)], flushed()),
-              "right after orig": lambda: orig.timed_call(po, tail=True)}
+              "right after orig": lambda: orig.timed_call(po, tail=True),
+              "fill large_logits": lambda: fill("large_logits"), "fill shifted": lambda: fill("shifted")}
     out = []
     for label, prep in before.items():
         times = []
