@@ -7,6 +7,10 @@
 #   sandbox: what the candidate's launcher could apply on this machine (Landlock, seccomp, capabilities), a real CUDA
 #         launcher under the full sandbox running the original (scripts/launcher_probe.py: must say mode "on", no
 #         warning, outputs written, no thread after the call) and the CPU tests of the red team's classes
+#   decodeprobe: the decode timing discrepancy (kernels/NOTES.md, session 7): kernels/attn_fast.cu and the original built
+#         as attnq builds them, scripts/launcher_timing_probe.py on two production decode rows (which piece of the
+#         timing loop moves b64 sq4 h32x8 from ~147 us to ~228 us), then `attnq verify` on the same rows with the
+#         per-sample timing log (ATTNQ_DIAG_TIMING_LOG -> $OUT/logs/decode_timing.jsonl: layout, process, order)
 #   rowcost: the timed calls' sampled-row reference against a full reference (scripts/measure_row_reference.py)
 #   naive:   kernels/examples/attn_naive.cu on quick
 #   aa / aa_cover: A/A runs (a byte-identical copy of the original as the candidate; AA_SUITES, default
@@ -39,7 +43,7 @@
 # (see ../shared/gpu/fetch-wheels.sh); they are installed to /tmp/site first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-STEPS="info tests original aa aa_cover corpus quick wrong bugs sanitize faults adversarial fastq fastna fast fa3 prodfa3 cand evolve evolve2 mcp report export sandbox rowcost naive"
+STEPS="info decodeprobe tests original aa aa_cover corpus quick wrong bugs sanitize faults adversarial fastq fastna fast fa3 prodfa3 cand evolve evolve2 mcp report export sandbox rowcost naive"
 case "${1:-}" in -h|--help|help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 for step in "$@"; do
   case " $STEPS " in *" $step "*) ;; *) echo "gpu_run.sh: unknown step '$step'; steps: $STEPS (--help)" >&2; exit 2 ;; esac
@@ -134,6 +138,13 @@ print(' '.join('--scenario ' + s.id for s in pick_scenarios(load_suite('bugs').s
       ATTNQ_ADV_TABLE=$OUT/adversarial_table.md python3 -m pytest -q -m gpu tests/gpu/test_adversarial.py -p no:cacheprovider 2>&1 \
         | tee "$OUT/logs/adversarial.log" | tail -25
       note "adversarial: $(tail -1 "$OUT/logs/adversarial.log")" ;;
+    decodeprobe)
+      rows="production/b64-sq4-sk2048-h32x8-d128-causal-bf16 production/b64-sq4-sk2048-h64x8-d128-causal-bf16"
+      python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant fast= --build-only --keep /tmp/libs > "$OUT/logs/decodeprobe_build.log" 2>&1
+      python3 scripts/kernel_bench.py kernels/attn_original.cu --variant orig= --build-only --keep /tmp/libs >> "$OUT/logs/decodeprobe_build.log" 2>&1
+      python3 scripts/launcher_timing_probe.py /tmp/libs/fast.so /tmp/libs/orig.so $rows 2>&1 | tee "$OUT/logs/decodeprobe.log" | tee -a "$S"
+      ATTNQ_DIAG_TIMING_LOG=$OUT/logs/decode_timing.jsonl verify_to decodeprobe_verify "fast on the probe's rows" \
+        kernels/attn_fast.cu --suite production $(printf -- "--scenario %s " $rows) --no-record ;;
     fastq)
       verify_to fast_quick "fast quick" kernels/attn_fast.cu --suite quick --no-record ;;
     fastna)
