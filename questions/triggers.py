@@ -38,6 +38,19 @@ from pydantic import BaseModel, Field
 from harness.config import Settings
 from harness.store import AskedQuestion, AttemptRecord, CampaignStore
 from questions.bank import Trigger
+from questions.compare import (
+    ORIGINAL,
+    Comparison,
+    best_comparable,
+    compare,
+    describe,
+    fmt_value,
+    goal_anchor,
+    measure_for,
+    measure_name,
+    scenario_values,
+    value,
+)
 
 #: Error codes that say nothing about the candidate: skipped by the failure streak.
 ENVIRONMENT_ERROR_CODES = frozenset({"no_gpu", "toolchain_missing", "input_error", "outside_workspace",
@@ -94,21 +107,40 @@ def suite_of(a: AttemptRecord) -> str | None:
 
 
 def same_suite(attempts: Sequence[AttemptRecord], ref: AttemptRecord | None) -> list[AttemptRecord]:
-    """The verified attempts on ``ref``'s suite: geomeans over different suites (``production`` vs ``full``)
-    measure different scenario mixes and are not comparable, so the stall and suspicious-win rules compare
-    an attempt only with attempts on its own suite."""
+    """The verified attempts on ``ref``'s suite (all verified attempts when ``ref`` is None). The rules
+    compare attempts with :func:`comparable_with` (scenarios in common, one measure) rather than by suite name."""
     if ref is None:
         return verified(attempts)
     return [a for a in verified(attempts) if suite_of(a) == suite_of(ref)]
 
 
-def best_attempt(attempts: Sequence[AttemptRecord]) -> AttemptRecord | None:
-    """The verified attempt with the highest geomean (earliest on ties), or None."""
-    best = None
+def comparable_with(attempts: Sequence[AttemptRecord], ref: AttemptRecord) -> dict[int, Comparison]:
+    """Per seq, the verified attempts that compare with ``ref`` (questions/compare.py: one measure, enough
+    scenarios in common) and their comparison against it; ``ref`` itself is among them when verified."""
+    out = {}
     for a in verified(attempts):
-        if best is None or (a.geomean_speedup or 0) > (best.geomean_speedup or 0):
-            best = a
-    return best
+        c = compare(a, ref, anchor=goal_anchor(ref))
+        if c.comparable and c.ratio is not None:
+            out[a.seq] = c
+    return out
+
+
+def best_and_measure(attempts: Sequence[AttemptRecord]) -> tuple[AttemptRecord, str] | None:
+    """The best verified attempt like with like and the measure it was chosen on: among the attempts that
+    compare with the latest verified one (questions/compare.py), the highest per-scenario ratio over it."""
+    ver = verified(attempts)
+    if not ver:
+        return None
+    found = best_comparable(ver, ver[-1])
+    return (found[0], found[1].measure) if found else (ver[-1], measure_for(ver[-1], ver[-1]))
+
+
+def best_attempt(attempts: Sequence[AttemptRecord]) -> AttemptRecord | None:
+    """The best verified attempt on the scenarios in common with the latest verified one, on its goal anchor's
+    measure where both have it (:func:`best_and_measure`); earliest on ties; None when none is verified.
+    Attempts on other scenario sets (another suite, too few scenarios in common) are not candidates."""
+    found = best_and_measure(attempts)
+    return found[0] if found else None
 
 
 def _failure_label(a: AttemptRecord) -> str:
@@ -120,15 +152,27 @@ def _failure_label(a: AttemptRecord) -> str:
 
 
 def state_summary(attempts: Sequence[AttemptRecord]) -> str:
-    """One line on the campaign: attempts, verified, best geomean and the latest attempt."""
+    """One line on the campaign: attempts, verified, the best (like with like, naming its measure and suite),
+    how many verified attempts did not compare with the latest, and the latest attempt."""
     if not attempts:
         return "no attempts recorded yet"
-    best = best_attempt(attempts)
+    found = best_and_measure(attempts)
     last = attempts[-1]
-    last_txt = (f"{last.status} {last.geomean_speedup:.2f}x" if last.geomean_speedup is not None
-                else _failure_label(last).split(" ", 1)[1] if is_failure(last) else last.status)
-    best_txt = f"best {best.geomean_speedup:.2f}x (#{best.seq})" if best else "no verified attempt yet"
-    return f"{len(attempts)} attempts, {len(verified(attempts))} verified; {best_txt}; last #{last.seq} {last_txt}"
+    ver = verified(attempts)
+    if last.geomean_speedup is not None:
+        m = measure_for(last, last)
+        last_txt = f"{last.status} {fmt_value(value(last, m), m)} on {suite_of(last)}"
+    else:
+        last_txt = _failure_label(last).split(" ", 1)[1] if is_failure(last) else last.status
+    best_txt = "no verified attempt yet"
+    if found is not None:
+        best, m = found
+        best_txt = f"best {describe(best, m)}"
+        others = len(ver) - len(comparable_with(ver, ver[-1]))
+        if others:
+            best_txt += (f" among the attempts comparable with #{ver[-1].seq} ({others} verified on other "
+                         f"scenarios not compared)")
+    return f"{len(attempts)} attempts, {len(ver)} verified; {best_txt}; last #{last.seq} {last_txt}"
 
 
 def _asked_since(asked: Sequence[AskedQuestion], trigger: str, first_seq: int) -> bool:
@@ -159,40 +203,57 @@ def check_stall(attempts: Sequence[AttemptRecord], settings: Settings,
                           data={"kind": "failures", "consecutive_failures": len(streak),
                                 "seqs": [a.seq for a in streak], "statuses": [a.status for a in streak]})
     ver = verified(attempts)
-    ver = same_suite(ver, ver[-1] if ver else None)  # the latest verified attempt's suite
+    latest = ver[-1] if ver else None
+    scores = comparable_with(ver, latest) if latest is not None else {}
+    excluded = [a.seq for a in ver if a.seq not in scores]
+    ver = [a for a in ver if a.seq in scores]  # like with like: attempts that compare with the latest verified
     n = settings.stall_window
-    if len(ver) < n:
+    if latest is None or len(ver) < n:
         return TriggerHit(trigger="stall", fired=False, attempt_seq=last_seq,
-                          evidence=f"{len(ver)} verified attempts (< window {n}); {len(streak)} consecutive failures",
-                          data={"kind": "none", "verified": len(ver), "consecutive_failures": len(streak)})
+                          evidence=f"{len(ver)} verified attempts comparable with the latest (< window {n}); "
+                                   f"{len(streak)} consecutive failures",
+                          data={"kind": "none", "verified": len(ver), "consecutive_failures": len(streak),
+                                "not_compared_seqs": excluded})
     window = ver[-n:]
     before = ver[:-n]
-    ref = max(before, key=lambda a: a.geomean_speedup or 0.0) if before else None
-    ref_g = ref.geomean_speedup if ref else 1.0
-    ref_txt = f"best {ref_g:.2f}x (#{ref.seq})" if ref else "the original kernel (1.00x)"
-    best_w = max(window, key=lambda a: a.geomean_speedup or 0.0)
-    need = (ref_g or 1.0) * (1 + settings.stall_min_gain)
-    gain = (best_w.geomean_speedup or 0.0) / (ref_g or 1.0) - 1
-    data = {"kind": "plateau", "reference_geomean": ref_g, "reference_seq": ref.seq if ref else None,
-            "window_seqs": [a.seq for a in window], "window_best_geomean": best_w.geomean_speedup,
-            "window_best_seq": best_w.seq, "gain": gain, "min_gain": settings.stall_min_gain}
+
+    def score(a: AttemptRecord) -> float:
+        return scores[a.seq].ratio or 0.0
+
+    ref = max(before, key=score) if before else None
+    best_w = max(window, key=score)
+    if ref is not None:
+        c = compare(best_w, ref, anchor=goal_anchor(latest))
+        m = c.measure
+        gain = (c.ratio - 1) if c.comparable and c.ratio else score(best_w) / (score(ref) or 1.0) - 1
+        on = f" on {c.common} common scenarios" if c.comparable and c.common else ""
+        ref_txt = f"best {describe(ref, m)}"
+    else:  # nothing verified before the window: the original kernel, 1.00x
+        m, on = ORIGINAL, ""
+        gain = (best_w.geomean_speedup or 0.0) - 1
+        ref_txt = "the original kernel (1.00x)"
+    data = {"kind": "plateau", "measure": m, "suite": suite_of(latest), "compared_with_seq": latest.seq,
+            "reference_geomean": value(ref, m) if ref else 1.0, "reference_seq": ref.seq if ref else None,
+            "window_seqs": [a.seq for a in window], "window_best_geomean": value(best_w, m),
+            "window_best_seq": best_w.seq, "gain": gain, "min_gain": settings.stall_min_gain,
+            "not_compared_seqs": excluded}
     span = _rng(window[0].seq, window[-1].seq)
-    if (best_w.geomean_speedup or 0.0) >= need:
+    skipped = f"; {len(excluded)} verified attempts on other scenarios not compared" if excluded else ""
+    if gain >= settings.stall_min_gain:
         return TriggerHit(trigger="stall", fired=False, attempt_seq=last_seq, data=data,
-                          evidence=f"improving: {best_w.geomean_speedup:.2f}x (#{best_w.seq}) is {gain:+.1%} over "
-                                   f"{ref_txt} within the last {n} verified attempts {span}")
+                          evidence=f"improving: {describe(best_w, m)} is {gain:+.1%}{on} over {ref_txt} within the "
+                                   f"last {n} verified attempts {span}{skipped}")
     ev = (f"{ref_txt} not improved by >= {settings.stall_min_gain:.0%} over the last {n} verified attempts "
-          f"{span} (best of those {best_w.geomean_speedup:.2f}x, {gain:+.1%}; needed >= {need:.2f}x)")
+          f"{span} (best of those {describe(best_w, m)}, {gain:+.1%}{on}){skipped}")
     fired = not (cooldown and _asked_since(asked, "stall", window[0].seq))
     return TriggerHit(trigger="stall", fired=fired, evidence=ev, data=data, attempt_seq=last_seq)
 
 
-def _concentration(new: AttemptRecord, old: AttemptRecord) -> dict[str, Any] | None:
+def _concentration(new: AttemptRecord, old: AttemptRecord, measure: str = ORIGINAL) -> dict[str, Any] | None:
     if new.verdict is None or old.verdict is None:
         return None
-    old_s = {s.id: s.speedup for s in old.verdict.scenarios if s.correct and s.speedup}
-    gains = [(s.id, math.log(s.speedup / old_s[s.id]), old_s[s.id], s.speedup)
-             for s in new.verdict.scenarios if s.correct and s.speedup and s.id in old_s]
+    old_s, new_s = scenario_values(old, measure), scenario_values(new, measure)
+    gains = [(i, math.log(v / old_s[i]), old_s[i], v) for i, v in new_s.items() if i in old_s]
     if len(gains) < CONCENTRATION_MIN_SCENARIOS:
         return None
     total = sum(g for _, g, _, _ in gains)
@@ -226,22 +287,30 @@ def check_suspicious_win(attempts: Sequence[AttemptRecord], settings: Settings) 
                     continue  # already named by the verdict's flag
                 reasons.append(f"{s.id} at {s.tflops:.0f} TFLOP/s > physical peak {v.physical_peak_tflops:.0f}")
             data["above_physical_peak"] = [s.id for s in over]
-    prev = best_attempt(same_suite(attempts[:-1], last))  # only attempts on the same suite compare
     g = last.geomean_speedup if last.status == "correct" else None
-    if g is not None and prev is not None and prev.geomean_speedup:
-        ratio = g / prev.geomean_speedup
-        data.update(previous_best_seq=prev.seq, previous_best_geomean=prev.geomean_speedup, geomean=g, jump=ratio)
+    # like with like: the best earlier attempt that compares with this one (questions/compare.py)
+    found = best_comparable(verified(attempts[:-1]), last) if g is not None else None
+    if found is not None:
+        prev, c = found
+        ratio = 1 / (c.ratio or 1.0)  # c is prev against last
+        m = c.measure
+        pv, lv_ = value(prev, m), value(last, m)
+        data.update(previous_best_seq=prev.seq, previous_best_geomean=pv, geomean=lv_, jump=ratio, measure=m,
+                    suite=suite_of(last), common_scenarios=c.common)
         if ratio >= settings.suspicious_jump:
-            reasons.append(f"geomean {prev.geomean_speedup:.2f}x (#{prev.seq}) -> {g:.2f}x (#{last.seq}) in one step: "
-                           f"{ratio:.2f}x >= {settings.suspicious_jump:.2f}x")
+            nums = (f"{pv:.2f}x (#{prev.seq}) -> {lv_:.2f}x (#{last.seq})" if m == ORIGINAL and pv and lv_ else
+                    f"{fmt_value(pv, m)} (#{prev.seq}) -> {fmt_value(lv_, m)} (#{last.seq})")
+            over = f" over the {c.common} scenarios both ran" if c.common else ""
+            reasons.append(f"geomean {measure_name(m)} on {suite_of(last)} {nums} in one step: {ratio:.2f}x >= "
+                           f"{settings.suspicious_jump:.2f}x{over}")
         if ratio >= 1 + settings.stall_min_gain:
-            conc = _concentration(last, prev)
+            conc = _concentration(last, prev, m)
             if conc is not None:
                 data["concentration"] = conc
                 if conc["share"] > CONCENTRATION_SHARE:
                     tops = ", ".join(f"{t['id']} {t['old_speedup']:.2f}x -> {t['new_speedup']:.2f}x" for t in conc["top"])
-                    reasons.append(f"{conc['share']:.0%} of the log-geomean gain over #{prev.seq} comes from "
-                                   f"{conc['top_count']} of {conc['scenarios']} scenarios ({tops})")
+                    reasons.append(f"{conc['share']:.0%} of the log-geomean gain {measure_name(m)} over #{prev.seq} "
+                                   f"comes from {conc['top_count']} of {conc['scenarios']} scenarios ({tops})")
     data["reasons"] = reasons
     if not reasons:
         return TriggerHit(trigger="suspicious_win", fired=False, attempt_seq=last.seq, data=data,
@@ -316,10 +385,15 @@ def check_churn(attempts: Sequence[AttemptRecord]) -> TriggerHit:
                       evidence=f"#{last.seq} differs from earlier attempts (line ratio to #{pred.seq}: {pred_ratio:.3f})")
 
 
-def _goal_gap(v: Any) -> tuple[float | None, str]:
-    against = v.goal.against
-    g = v.geomean_speedup if against == "original" else v.geomean_vs_anchor.get(against)
-    return g, against
+def _goal_value(a: AttemptRecord, against: str) -> float | None:
+    """``a``'s geomean on the goal's anchor (vs the original for 'original')."""
+    return value(a, against)
+
+
+def _same_goal(a: AttemptRecord, goal: Any) -> bool:
+    """True when ``a`` was verified against ``goal``'s anchor with at least its minimum speedup."""
+    g = a.verdict.goal if a.verdict is not None else None
+    return g is not None and g.against == goal.against and g.min_speedup >= goal.min_speedup
 
 
 def _held_to_goal(a: AttemptRecord, min_speedup: float | None) -> AttemptRecord:
@@ -348,22 +422,24 @@ def check_goal(attempts: Sequence[AttemptRecord], min_speedup: float | None = No
                           evidence="goal not met: no attempt has been verified",
                           attempt_seq=attempts[-1].seq if attempts else None)
     latest = with_v[-1]
-    best = best_attempt(attempts)
+    best = best_attempt(attempts)  # like with like: on the scenarios in common with the latest verified
     lv = latest.verdict
     assert lv is not None
+    against = lv.goal.against
     data: dict[str, Any] = {"latest_seq": latest.seq, "best_seq": best.seq if best else None,
-                            "min_speedup": lv.goal.min_speedup, "against": lv.goal.against}
+                            "min_speedup": lv.goal.min_speedup, "against": against, "suite": lv.suite}
     if lv.goal.met:
-        g, against = _goal_gap(lv)
+        g = _goal_value(latest, against)
         data["goal_met"] = True
         return TriggerHit(trigger="declared_done", fired=False, attempt_seq=latest.seq, data=data,
-                          evidence=f"goal met by #{latest.seq}: all {lv.num_scenarios} scenarios correct, geomean "
-                                   f"{g:.2f}x vs {against} >= {lv.goal.min_speedup:.2f}x" if g else
+                          evidence=f"goal met by #{latest.seq}: all {lv.num_scenarios} scenarios of {lv.suite} "
+                                   f"correct, geomean {fmt_value(g, against)} >= {lv.goal.min_speedup:.2f}x" if g else
                                    f"goal met by #{latest.seq}")
-    if best is not None and best.verdict is not None and best.verdict.goal.met:
+    # the best meets the goal only when it was verified against the latest's goal (anchor, minimum)
+    if best is not None and best.verdict is not None and best.verdict.goal.met and _same_goal(best, lv.goal):
         data["goal_met"] = True
         return TriggerHit(trigger="declared_done", fired=False, attempt_seq=latest.seq, data=data,
-                          evidence=f"goal met by #{best.seq} ({best.geomean_speedup:.2f}x) but not by the latest "
+                          evidence=f"goal met by #{best.seq} ({describe(best, against)}) but not by the latest "
                                    f"verified #{latest.seq}: {lv.goal.reason or lv.status}")
     data["goal_met"] = False
     parts = []
@@ -371,14 +447,14 @@ def check_goal(attempts: Sequence[AttemptRecord], min_speedup: float | None = No
         shown = ", ".join(lv.failed[:6]) + (f" and {len(lv.failed) - 6} more" if len(lv.failed) > 6 else "")
         parts.append(f"{len(lv.failed)} of {lv.num_scenarios} scenarios fail on #{latest.seq} ({shown})")
         data["failed"] = list(lv.failed)
-    ref = best.verdict if best is not None and best.verdict is not None else lv
-    g, against = _goal_gap(ref)
+    ref = best if best is not None and _goal_value(best, against) is not None else latest
+    g = _goal_value(ref, against)  # read on the latest's goal anchor, whatever the best's own goal was
     if g is not None:
         gap = lv.goal.min_speedup / g - 1
-        data.update(geomean=g, gap=gap)
+        data.update(geomean=g, gap=gap, geomean_seq=ref.seq)
         if gap > 0:
-            parts.append(f"best geomean {g:.2f}x vs {against} (#{best.seq if best else latest.seq}) is {gap:.1%} "
-                         f"short of the goal {lv.goal.min_speedup:.2f}x")
+            parts.append(f"best geomean {describe(ref, against)} is {gap:.1%} short of the goal "
+                         f"{lv.goal.min_speedup:.2f}x {measure_name(against)}")
     if not parts:
         parts.append(lv.goal.reason or f"#{latest.seq} status {lv.status}")
     return TriggerHit(trigger="declared_done", fired=True, attempt_seq=latest.seq, data=data,
@@ -386,25 +462,31 @@ def check_goal(attempts: Sequence[AttemptRecord], min_speedup: float | None = No
 
 
 def limit_evidence(attempts: Sequence[AttemptRecord]) -> TriggerHit:
-    """Evidence for ``declared_limit``: the best geomean, its spread of fraction-of-peak and worst scenarios."""
-    best = best_attempt(attempts)
+    """Evidence for ``declared_limit``: the best attempt like with like (:func:`best_and_measure`, naming its
+    measure and suite), its spread of fraction-of-peak, its groups and worst scenarios."""
+    found = best_and_measure(attempts)
+    best, m = found if found is not None else (None, ORIGINAL)
     if best is None or best.verdict is None:
         return TriggerHit(trigger="declared_limit", fired=True, data={},
                           evidence="limit claimed with no verified attempt",
                           attempt_seq=attempts[-1].seq if attempts else None)
     v = best.verdict
-    parts = [f"best {best.geomean_speedup:.2f}x (#{best.seq})"]
-    data: dict[str, Any] = {"best_seq": best.seq, "best_geomean": best.geomean_speedup}
+    parts = [f"best {describe(best, m)}"]
+    data: dict[str, Any] = {"best_seq": best.seq, "best_geomean": best.geomean_speedup, "measure": m,
+                            "best_value": value(best, m), "suite": v.suite}
     fr = sorted(s.fraction_of_peak for s in v.scenarios if s.fraction_of_peak is not None)
     if fr:
         med = fr[len(fr) // 2]
         parts.append(f"fraction of measured peak: median {med:.0%}, max {fr[-1]:.0%}")
         data.update(fraction_of_peak_median=med, fraction_of_peak_max=fr[-1])
-    if v.geomean_by_group:
-        lo = min(v.geomean_by_group.items(), key=lambda kv: kv[1])
-        hi = max(v.geomean_by_group.items(), key=lambda kv: kv[1])
-        parts.append(f"groups from {lo[0]} {lo[1]:.2f}x to {hi[0]} {hi[1]:.2f}x")
-        data["geomean_by_group"] = v.geomean_by_group
+    by_group = v.geomean_vs_anchor_by_group.get(m) if m != ORIGINAL else None
+    by_group = by_group or v.geomean_by_group
+    if by_group:
+        gm = m if by_group is not v.geomean_by_group else ORIGINAL
+        lo = min(by_group.items(), key=lambda kv: kv[1])
+        hi = max(by_group.items(), key=lambda kv: kv[1])
+        parts.append(f"groups {measure_name(gm)} from {lo[0]} {lo[1]:.2f}x to {hi[0]} {hi[1]:.2f}x")
+        data["geomean_by_group"] = by_group
     if v.worst:
         parts.append(f"worst scenario {v.worst[0]}")
         data["worst"] = v.worst[:3]

@@ -44,7 +44,7 @@ def test_reflect_without_trigger_says_so_and_records_the_question(tmp_path: Path
         _record(store, "goal", 0, 2)
         r = reflect(store, bank, settings=settings)
         assert r.trigger is None and not r.fired
-        assert "best 1.34x (#2)" in r.evidence
+        assert "best 1.34x vs the original on quick (#2)" in r.evidence
         assert "stall" in bank.get(r.question_id).triggers  # a general question looks for the next bottleneck
         asked = store.questions_asked()
         assert [a.question_id for a in asked] == [r0.question_id, r.question_id]
@@ -152,7 +152,7 @@ def test_declare_done_checks_the_goal(tmp_path: Path) -> None:
         assert d2.goal_met is True and "goal met by #4" in d2.goal
         assert d2.reflection.question_id != d.reflection.question_id
         lim = declare(store, bank, "limit", "memory bound, cannot go faster", settings=settings)
-        assert lim.reflection.trigger == "declared_limit" and "best 1.62x (#4)" in lim.reflection.evidence
+        assert lim.reflection.trigger == "declared_limit" and "best 1.62x vs the original on quick (#4)" in lim.reflection.evidence
         assert "fraction of measured peak" in lim.reflection.evidence
         r = reflect(store, bank, claim="I think this is the limit of the hardware", trigger="declared_limit",
                     settings=settings)
