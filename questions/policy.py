@@ -8,8 +8,8 @@ Rules (issue 4):
   (penalty :data:`REPEAT_PENALTY` per earlier ask);
 - rank by measured effectiveness with exploration: Thompson sampling from
   Beta(1 + improved, 1 + resolved - improved), where a question *improved* when one of the next
-  ``horizon`` (default 3) attempts of its campaign beat the best geomean before it by
-  >= ``min_gain`` (default ``Settings.stall_min_gain``, 1 %). Effectiveness pools all campaigns.
+  ``horizon`` (default 3) attempts of its campaign beat the best geomean before it, like with like
+  (questions/compare.py), by >= ``min_gain`` (default ``Settings.stall_min_gain``, 1 %). Effectiveness pools all campaigns.
 Deterministic for a given ``random.Random``; :func:`rng_for` seeds it from ``Settings.seed``.
 """
 
@@ -24,6 +24,8 @@ from harness.config import Settings
 from harness.errors import QuestionBankError
 from harness.store import AskedQuestion, AttemptRecord, CampaignStore
 from questions.bank import Bank, Question
+from questions.compare import best_comparable, value
+from questions.triggers import best_and_measure, verified
 
 DEFAULT_HORIZON = 3
 LAYER_BONUS = 0.25
@@ -57,16 +59,30 @@ def ask_outcome(attempts: Sequence[AttemptRecord], attempt_seq: int, *, horizon:
                 min_gain: float = 0.01) -> tuple[bool | None, float, float | None]:
     """Outcome of a question asked after attempt ``attempt_seq``: (improved or None if pending, best before, best after).
 
-    ``best before`` is the best verified geomean among attempts ``<= attempt_seq`` (1.0, the
-    original kernel, if none); ``best after`` the best among the next ``horizon`` attempts.
+    Like with like (questions/compare.py): each verified attempt among the next ``horizon`` is compared with
+    the best earlier verified attempt that compares with it (one measure, the scenarios both ran); an
+    attempt on scenarios no earlier attempt ran says nothing. ``best before`` is that earlier attempt's
+    geomean on the measure (1.0, the original kernel, when nothing was verified before: then the later
+    attempt's geomean vs the original counts); ``best after`` is ``best before`` times the best like-with-like
+    ratio, so ``best after / best before - 1`` is the gain on the common scenarios.
     """
-    before = [a.geomean_speedup for a in attempts
-              if a.seq <= attempt_seq and a.status == "correct" and a.geomean_speedup is not None]
-    best_before = max(before) if before else 1.0
+    earlier = verified([a for a in attempts if a.seq <= attempt_seq])
+    found = best_and_measure(earlier)
+    best_before = (value(found[0], found[1]) or 1.0) if found else 1.0
     nxt = [a for a in attempts if attempt_seq < a.seq <= attempt_seq + horizon]
-    after = [a.geomean_speedup for a in nxt if a.status == "correct" and a.geomean_speedup is not None]
-    best_after = max(after) if after else None
-    if best_after is not None and best_after >= best_before * (1 + min_gain):
+    best_after: float | None = None
+    best_ratio: float | None = None
+    for n in verified(nxt):
+        if not earlier:
+            before, ratio = 1.0, n.geomean_speedup or 0.0
+        else:
+            hit = best_comparable(earlier, n)
+            if hit is None or not hit[1].ratio:
+                continue  # other scenarios than any earlier attempt: no comparison
+            before, ratio = value(hit[0], hit[1].measure) or 1.0, 1 / hit[1].ratio
+        if best_ratio is None or ratio > best_ratio:
+            best_ratio, best_before, best_after = ratio, before, before * ratio
+    if best_ratio is not None and best_ratio >= 1 + min_gain:
         return True, best_before, best_after
     if len(nxt) >= horizon:
         return False, best_before, best_after

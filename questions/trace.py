@@ -21,21 +21,26 @@ from typing import Any, Literal, TextIO
 from pydantic import BaseModel, Field
 
 from harness.store import CampaignStore, utc_now
+from questions.compare import ORIGINAL, describe, measure_name, value
 from questions.policy import DEFAULT_HORIZON, ask_outcome
-from questions.triggers import best_attempt, is_failure, verified
+from questions.triggers import best_and_measure, is_failure, verified
 
 TRACE_FORMAT = "attnq-trace"
 TRACE_VERSION = 1
 
 
 class BestPoint(BaseModel):
-    """Best geomean so far after attempt ``seq`` (None until a verified attempt)."""
+    """Best so far after attempt ``seq``, like with like (None until a verified attempt): among the attempts up to
+    ``seq`` that compare with the latest verified one (questions/compare.py), on ``measure``."""
 
     seq: int
     created_at: str
     status: str
     geomean_speedup: float | None = None
-    best_geomean: float | None = None
+    best_geomean: float | None = Field(default=None, description="the best attempt's geomean on ``measure``")
+    best_seq: int | None = None
+    measure: str | None = Field(default=None, description="'original' or the goal anchor (fa3, cudnn, flash)")
+    suite: str | None = Field(default=None, description="the best attempt's suite")
 
 
 class QuestionOutcome(BaseModel):
@@ -58,8 +63,9 @@ class CampaignSummary(BaseModel):
     attempts: int
     verified: int
     failed: int
-    best_geomean: float | None = None
+    best_geomean: float | None = Field(default=None, description="the best attempt's geomean vs the original")
     best_seq: int | None = None
+    best: str | None = Field(default=None, description="the best in words, like with like: '0.938x FA3 on full (#15)'")
     best_over_time: list[BestPoint] = Field(default_factory=list)
     triggers: dict[str, int] = Field(default_factory=dict, description="fired trigger -> questions asked")
     questions: list[QuestionOutcome] = Field(default_factory=list)
@@ -124,25 +130,28 @@ def summarize(store: CampaignStore, *, campaign_id: str | None = None, horizon: 
     out = []
     for cid in _campaign_ids(store, campaign_id):
         attempts = store.attempts(cid, with_source=False)
-        best_so_far: float | None = None
         points = []
-        for a in attempts:
-            if a.status == "correct" and a.geomean_speedup is not None:
-                best_so_far = max(best_so_far or 0.0, a.geomean_speedup)
+        for i, a in enumerate(attempts):
+            found = best_and_measure(attempts[: i + 1])
+            b, m = found if found is not None else (None, None)
             points.append(BestPoint(seq=a.seq, created_at=a.created_at, status=a.status,
-                                    geomean_speedup=a.geomean_speedup, best_geomean=best_so_far))
+                                    geomean_speedup=a.geomean_speedup,
+                                    best_geomean=value(b, m) if b is not None and m else None,
+                                    best_seq=b.seq if b else None, measure=m,
+                                    suite=b.verdict.suite if b is not None and b.verdict else None))
         asked = store.questions_asked(cid)
         outcomes = []
         for q in asked:
             imp, before, after = ask_outcome(attempts, q.attempt_seq, horizon=horizon, min_gain=min_gain)
             outcomes.append(QuestionOutcome(question_id=q.question_id, trigger=q.trigger, attempt_seq=q.attempt_seq,
                                             evidence=q.evidence, best_before=before, best_after=after, improved=imp))
-        best = best_attempt(attempts)
+        found = best_and_measure(attempts)
+        best = found[0] if found else None
         out.append(CampaignSummary(
             campaign_id=cid, active=cid == active, attempts=len(attempts), verified=len(verified(attempts)),
             failed=sum(1 for a in attempts if is_failure(a)),
             best_geomean=best.geomean_speedup if best else None, best_seq=best.seq if best else None,
-            best_over_time=points, triggers=dict(Counter(q.trigger for q in asked if q.fired and q.trigger)),
+            best=describe(*found) if found else None, best_over_time=points, triggers=dict(Counter(q.trigger for q in asked if q.fired and q.trigger)),
             questions=outcomes,
             claims=[{"kind": c.kind, "text": c.text, "attempt_seq": c.attempt_seq, "goal_met": c.goal_met}
                     for c in store.claims(cid)],
@@ -150,23 +159,41 @@ def summarize(store: CampaignStore, *, campaign_id: str | None = None, horizon: 
     return TraceSummary(campaigns=out, horizon=horizon)
 
 
+def _digits(v: float | None) -> int:
+    return 3 if v is not None and v < 10 else 2
+
+
+def _best_over_time(points: list[BestPoint]) -> str:
+    out, where = [], None
+    for p in points:
+        if p.best_geomean is None or p.measure is None:
+            out.append(f"#{p.seq}:-")
+            continue
+        here = f"[{measure_name(p.measure)} on {p.suite}]"
+        digits = 2 if p.measure == ORIGINAL else 3
+        out.append((f"{here} " if here != where else "") + f"#{p.seq}:{p.best_geomean:.{digits}f}"
+                   + (f"(#{p.best_seq})" if p.best_seq != p.seq else ""))
+        where = here
+    return " ".join(out)
+
+
 def render_summary(summary: TraceSummary) -> str:
     """Plain-text rendering of :func:`summarize` for ``attnq trace show``."""
     lines: list[str] = []
     for c in summary.campaigns:
-        best = f"{c.best_geomean:.2f}x (#{c.best_seq})" if c.best_geomean else "-"
+        best = c.best or (f"{c.best_geomean:.2f}x (#{c.best_seq})" if c.best_geomean else "-")
         lines.append(f"campaign {c.campaign_id}{' (active)' if c.active else ''}: {c.attempts} attempts, "
                      f"{c.verified} verified, {c.failed} failed; best {best}; {c.events} events")
         if c.best_over_time:
-            lines.append("  best over time: " + " ".join(
-                f"#{p.seq}:{p.best_geomean:.2f}" if p.best_geomean else f"#{p.seq}:-" for p in c.best_over_time))
+            lines.append("  best over time (like with like; the measure and suite named where they change): "
+                         + _best_over_time(c.best_over_time))
         if c.triggers:
             lines.append("  triggers: " + ", ".join(f"{k} x{v}" for k, v in sorted(c.triggers.items())))
         for q in c.questions:
             follow = ("pending" if q.improved is None else
-                      f"improved to {q.best_after:.2f}x" if q.improved else "no improvement")
+                      f"improved to {q.best_after:.{_digits(q.best_after)}f}x" if q.improved else "no improvement")
             known = any(p.best_geomean for p in c.best_over_time if p.seq <= q.attempt_seq)
-            before = f"{q.best_before:.2f}x" if known else "-"
+            before = f"{q.best_before:.{_digits(q.best_before)}f}x" if known else "-"
             lines.append(f"  after #{q.attempt_seq} [{q.trigger or 'general'}] {q.question_id}: "
                          f"best {before} -> {follow} (next {summary.horizon})")
         for cl in c.claims:

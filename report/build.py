@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import InputError
 from harness.logging import get_logger
+from questions.compare import describe
 from questions.policy import DEFAULT_HORIZON
+from questions.triggers import best_and_measure
 from report.data import (
     CampaignData,
     EvolveData,
@@ -99,12 +101,11 @@ def _verdict_line(lv: LabelledVerdict) -> str:
 
 def _campaign_line(c: CampaignData) -> str:
     status = Counter(a.status for a in c.attempts)
-    best = max((a for a in c.attempts if a.status == "correct" and a.geomean_speedup is not None),
-               key=lambda a: a.geomean_speedup or 0.0, default=None)
+    found = best_and_measure(c.attempts)  # like with like: the scenarios in common with the latest verified
     trig = Counter((q.trigger if q.fired and q.trigger else "general") for q in c.questions)
     line = (f"campaign {c.campaign_id}: {len(c.attempts)} attempts ("
             + ", ".join(f"{k} {s}" for s, k in status.items()) + ")")
-    line += f", best {best.geomean_speedup:.3f}x (#{best.seq})" if best and best.geomean_speedup else ", no correct attempt"
+    line += f", best {describe(*found)}" if found else ", no correct attempt"
     line += f"; {len(c.questions)} questions"
     if trig:
         line += " (" + ", ".join(f"{t} x{k}" for t, k in trig.most_common()) + ")"

@@ -35,8 +35,10 @@ from harness.errors import InputError
 from harness.logging import get_logger
 from harness.store import AskedQuestion, AttemptRecord, CampaignStore, ClaimRecord
 from harness.verdict import Verdict
+from questions.compare import describe
 from questions.policy import DEFAULT_HORIZON, ask_outcome
 from questions.trace import TRACE_FORMAT
+from questions.triggers import best_and_measure
 
 log = get_logger(__name__)
 
@@ -99,8 +101,8 @@ class EvolveData(BaseModel):
 class QuestionEffect(BaseModel):
     """How often a question (or a layer) was asked in the campaign and what followed within the horizon.
 
-    ``improved`` counts asks followed by a new best geomean (>= ``min_gain`` over the best before) within
-    the next ``horizon`` attempts (questions/policy.py ``ask_outcome``, the rule selection learns from);
+    ``improved`` counts asks followed by a new best geomean (>= ``min_gain`` over the best before, like with
+    like: one measure, the scenarios both ran) within the next ``horizon`` attempts (questions/policy.py ``ask_outcome``, the rule selection learns from);
     ``gains`` holds ``best_after / best_before - 1`` for each ask followed by a verified attempt.
     """
 
@@ -247,13 +249,17 @@ def evolve_from_store(store: CampaignStore, campaign_id: str) -> EvolveData | No
 
 
 def best_verdict(campaign: CampaignData) -> LabelledVerdict | None:
-    """The verdict of the campaign's best correct attempt; else of its latest verified attempt; else None."""
+    """The verdict of the campaign's best correct attempt, like with like (questions/triggers.py
+    ``best_and_measure``: among the attempts that compare with the latest verified one, on its goal anchor's
+    measure), labelled ``<campaign> #4 (best, 0.938x FA3 on full)``; else of its latest attempt with a verdict;
+    else None."""
     with_verdict = [a for a in campaign.attempts if a.verdict is not None]
-    correct = [a for a in with_verdict if a.status == "correct" and a.geomean_speedup is not None]
-    if correct:
-        best = max(correct, key=lambda a: (a.geomean_speedup or 0.0, -a.seq))
+    found = best_and_measure(campaign.attempts)
+    if found is not None and found[0].verdict is not None:
+        best, m = found
         assert best.verdict is not None
-        return LabelledVerdict(label=f"{campaign.campaign_id} #{best.seq} (best)", verdict=best.verdict)
+        what = describe(best, m).rsplit(" (#", 1)[0]
+        return LabelledVerdict(label=f"{campaign.campaign_id} #{best.seq} (best, {what})", verdict=best.verdict)
     if with_verdict:
         last = with_verdict[-1]
         assert last.verdict is not None

@@ -11,6 +11,8 @@ from harness.config import Settings
 from harness.store import AttemptRecord, CampaignStore
 from harness.verdict import Goal, ScenarioResult, Verdict
 from questions.compare import compare
+from questions.policy import ask_outcome
+from questions.trace import summarize
 from questions.trace_import import import_trace
 from questions.triggers import (
     best_attempt,
@@ -20,6 +22,7 @@ from questions.triggers import (
     limit_evidence,
     state_summary,
 )
+from report.data import best_verdict, campaign_from_store
 
 STAGE2 = Path(__file__).resolve().parents[1] / "kernels" / "campaigns" / "stage2-fa3.jsonl"
 
@@ -121,3 +124,18 @@ def test_the_recorded_stage2_campaign_reads_like_with_like(tmp_path: Path) -> No
     assert "0.938x FA3 on full (#15)" in goal.evidence  # before: 0.82x vs fa3 from #3, a production run
     at13 = check_stall(atts[:13], settings)
     assert not at13.fired  # before: a stall against #2's 12.73x on the 153-scenario full
+
+
+def test_question_outcomes_and_the_report_read_like_with_like(tmp_path: Path) -> None:
+    prod = _verdict("production", {i: (20.0, 0.9) for i in PROD})
+    atts = _store(tmp_path, [_verdict("full", _full(1.0)), prod, _verdict("full", _full(1.03))])
+    # a question after #1: the production run (20x vs the original on 3 rows) is no improvement, #3 is (+3 %)
+    assert ask_outcome(atts, 1, horizon=1) == (False, 0.8, None)  # before: (True, 2.0, 20.0)
+    imp, before, after = ask_outcome(atts, 1, horizon=2)
+    assert imp is True and before == 0.8 and abs(after - 0.8 * 1.03) < 1e-9
+    with CampaignStore(tmp_path / "c.sqlite") as store:
+        c = campaign_from_store(store)
+        s = {x.campaign_id: x for x in summarize(store).campaigns}[store.campaign_id]
+    label = best_verdict(c).label
+    assert label.endswith("#3 (best, 0.824x FA3 on full)")  # before: "#2 (best)", the production run
+    assert s.best == "0.824x FA3 on full (#3)" and s.best_over_time[1].best_seq == 2  # #2 is the latest then

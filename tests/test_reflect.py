@@ -208,7 +208,7 @@ def test_trace_export_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str
     capsys.readouterr()
     assert cli_main(["trace", "show", *ws]) == 0
     shown = capsys.readouterr().out
-    assert "campaign default" in shown and "best 1.85x (#7)" in shown and "[stall]" in shown
+    assert "campaign default" in shown and "best 1.85x vs the original on quick (#7)" in shown and "[stall]" in shown
 
 
 def test_cli_reflect_and_declare_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
