@@ -75,6 +75,8 @@ class BestAttempt(BaseModel):
     geomean_speedup: float | None = None
     status: str | None = None
     suite: str | None = None
+    described: str | None = Field(default=None, description="its geomean on the measure it was chosen on (the "
+                                  "goal anchor where known), with its suite, e.g. '0.938x FA3 on full (#15)'")
 
 
 class TaskInfo(BaseModel):
@@ -145,6 +147,9 @@ class AttemptSummary(BaseModel):
     goal_met: bool | None = None
     num_correct: int | None = None
     num_scenarios: int | None = None
+    suite: str | None = Field(default=None, description="the suite it was verified on")
+    described: str | None = Field(default=None, description="for the best: its geomean on the measure it was "
+                                  "chosen on, with its suite, e.g. '0.938x FA3 on full (#15)'")
 
 
 class AskedSummary(BaseModel):

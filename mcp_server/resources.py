@@ -39,7 +39,8 @@ def report_markdown(state: ServerState) -> str:
     st = campaign_status_of(state)
     lines = [f"# attnq campaign `{st.campaign_id}`", "", f"Workspace: `{st.workspace}`", f"Goal: {st.goal.text}", ""]
     if st.best:
-        lines.append(f"Best: #{st.best.seq} `{st.best.source_path}` {st.best.geomean_speedup:.3f}x "
+        speed = st.best.described or f"{st.best.geomean_speedup:.3f}x"
+        lines.append(f"Best: #{st.best.seq} `{st.best.source_path}` {speed} "
                      f"({st.best.num_correct}/{st.best.num_scenarios} correct, goal met: {st.best.goal_met})")
     else:
         lines.append("Best: no correct attempt yet")

@@ -111,20 +111,23 @@ def anchors() -> list[AnchorInfo]:
 
 
 def best_attempt(state: ServerState) -> BestAttempt | None:
-    """The active campaign's best verified attempt: correct, highest geomean, earliest on ties
-    (questions.triggers.best_attempt, the rule campaign_status uses too); None when there is none yet,
-    whatever failed or errored attempts were recorded."""
+    """The active campaign's best verified attempt, like with like: among the correct attempts that compare with
+    the latest one (questions/compare.py: the goal anchor's measure, the scenarios both ran), the highest;
+    earliest on ties (questions.triggers.best_and_measure, the rule campaign_status uses too); None when there
+    is none yet, whatever failed or errored attempts were recorded."""
     store = state.store_if_available()
     if store is None:
         return None
-    from questions.triggers import best_attempt as best_of
+    from questions.compare import describe
+    from questions.triggers import best_and_measure
 
-    best = best_of(store.attempts(with_source=False))
-    if best is None:
+    found = best_and_measure(store.attempts(with_source=False))
+    if found is None:
         return None
+    best = found[0]
     return BestAttempt(kernel=best.source_path, source_sha256=best.source_sha256,
                        geomean_speedup=best.geomean_speedup, status=best.status,
-                       suite=best.verdict.suite if best.verdict is not None else None)
+                       suite=best.verdict.suite if best.verdict is not None else None, described=describe(*found))
 
 
 def build_task(state: ServerState) -> TaskInfo:

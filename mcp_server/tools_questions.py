@@ -24,9 +24,10 @@ from mcp_server.models import (
 from mcp_server.state import ServerState, need
 from mcp_server.task import goal
 from mcp_server.tools_evolve import evolve_status_of
+from questions.compare import describe
 from questions.human import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS
 from questions.text import MAX_CLAIM_CHARS
-from questions.triggers import best_attempt
+from questions.triggers import best_and_measure
 
 # The questions layer is another part's; a partial install still serves the other tools, with
 # plain JSON objects as structured output instead of the models.
@@ -54,10 +55,11 @@ RECORDING = ToolAnnotations(read_only_hint=False, idempotent_hint=False, destruc
                             open_world_hint=False)
 
 
-def _attempt(a: Any) -> AttemptSummary:
+def _attempt(a: Any, described: str | None = None) -> AttemptSummary:
     return AttemptSummary(seq=a.seq, created_at=a.created_at, source_path=a.source_path, status=a.status,
                           error_code=a.error_code, geomean_speedup=a.geomean_speedup, goal_met=a.goal_met,
-                          num_correct=a.num_correct, num_scenarios=a.num_scenarios)
+                          num_correct=a.num_correct, num_scenarios=a.num_scenarios,
+                          suite=a.verdict.suite if a.verdict is not None else None, described=described)
 
 
 def _asked(q: Any) -> AskedSummary:
@@ -71,10 +73,10 @@ def campaign_status_of(state: ServerState) -> CampaignStatus:
     attempts = store.attempts(with_source=False)
     asked = store.questions_asked()
     claims = store.claims()
-    best = best_attempt(attempts)  # the same rule as get_task.best
+    found = best_and_measure(attempts)  # the same rule as get_task.best: like with like (questions/compare.py)
     return CampaignStatus(
         campaign_id=store.campaign_id, workspace=str(state.workspace), goal=goal(state), attempts=len(attempts),
-        best=_attempt(best) if best else None, recent_attempts=[_attempt(a) for a in attempts[-5:]],
+        best=_attempt(found[0], describe(*found)) if found else None, recent_attempts=[_attempt(a) for a in attempts[-5:]],
         questions_asked=len(asked), recent_triggers=[_asked(q) for q in asked if q.fired][-5:],
         recent_questions=[_asked(q) for q in asked[-5:]],
         claims=[ClaimSummary(created_at=c.created_at, kind=c.kind, text=c.text, attempt_seq=c.attempt_seq,

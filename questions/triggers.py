@@ -1,6 +1,9 @@
 """Triggers: when to ask a question, detected from the campaign store's attempt history.
 
-Rules (issue 4; thresholds from ``harness.config.Settings``, defaults in brackets):
+Rules (issue 4; thresholds from ``harness.config.Settings``, defaults in brackets). Attempts compare like
+with like (questions/compare.py): on one measure (the goal anchor where both have it, else vs the
+original), over the scenarios both ran; attempts on other scenarios (another suite, < 50 % in common)
+do not compare and are left out of the windows and "best" (:func:`best_and_measure`).
 
 - ``stall``: the best geomean did not improve by >= ``stall_min_gain`` [1 %] over the last
   ``stall_window`` [4] *verified* (status correct, geomean known) attempts, relative to the best

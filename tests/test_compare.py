@@ -139,3 +139,21 @@ def test_question_outcomes_and_the_report_read_like_with_like(tmp_path: Path) ->
     label = best_verdict(c).label
     assert label.endswith("#3 (best, 0.824x FA3 on full)")  # before: "#2 (best)", the production run
     assert s.best == "0.824x FA3 on full (#3)" and s.best_over_time[1].best_seq == 2  # #2 is the latest then
+
+
+def test_the_mcp_best_is_like_with_like(tmp_path: Path) -> None:
+    from mcp_server.resources import report_markdown
+    from mcp_server.state import ServerState
+    from mcp_server.task import best_attempt as task_best
+    from mcp_server.tools_questions import campaign_status_of
+
+    settings = Settings(workspace=tmp_path)
+    prod = _verdict("production", {i: (20.0, 0.9) for i in PROD})
+    with CampaignStore.open(settings) as store:
+        for n, v in enumerate([_verdict("full", _full(1.0)), prod, _verdict("full", _full(1.02))]):
+            store.record_attempt("k.cu", f"// attempt {n}\n", None, v, None)
+    state = ServerState(settings)
+    st = campaign_status_of(state)
+    assert st.best is not None and st.best.seq == 3 and st.best.described == "0.816x FA3 on full (#3)"
+    assert task_best(state).described == "0.816x FA3 on full (#3)"  # before: the production run, #2
+    assert "Best: #3 `k.cu` 0.816x FA3 on full (#3)" in report_markdown(state)
