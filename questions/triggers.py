@@ -490,9 +490,12 @@ def limit_evidence(attempts: Sequence[AttemptRecord]) -> TriggerHit:
         hi = max(by_group.items(), key=lambda kv: kv[1])
         parts.append(f"groups {measure_name(gm)} from {lo[0]} {lo[1]:.2f}x to {hi[0]} {hi[1]:.2f}x")
         data["geomean_by_group"] = by_group
-    if v.worst:
-        parts.append(f"worst scenario {v.worst[0]}")
-        data["worst"] = v.worst[:3]
+    sv = scenario_values(best, m) if m != ORIGINAL else {}
+    worst = sorted(sv, key=lambda i: sv[i]) or v.worst  # lowest on the measure the best was chosen on
+    if worst:
+        parts.append(f"worst scenario {worst[0]}" + (f" ({sv[worst[0]]:.2f}x {measure_name(m)})"
+                                                      if worst[0] in sv else ""))
+        data["worst"] = worst[:3]
     return TriggerHit(trigger="declared_limit", fired=True, attempt_seq=attempts[-1].seq, data=data,
                       evidence="; ".join(parts))
 

@@ -96,7 +96,8 @@ def test_the_goal_gap_is_read_on_the_latest_goal_anchor(tmp_path: Path) -> None:
     hit = check_goal(atts)
     assert hit.fired and hit.data["goal_met"] is False  # before: "goal met by #1" (against the original)
     assert "0.880x FA3 on full (#2)" in hit.evidence and "short of the goal 1.00x FA3" in hit.evidence
-    assert limit_evidence(atts).evidence.startswith("best 0.880x FA3 on full (#2)")
+    lim = limit_evidence(atts).evidence
+    assert lim.startswith("best 0.880x FA3 on full (#2)") and "worst scenario full/s0 (0.88x FA3)" in lim
 
 
 def test_the_anchor_decides_when_the_original_moves(tmp_path: Path) -> None:
