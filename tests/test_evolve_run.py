@@ -192,3 +192,27 @@ def test_a_resume_says_which_given_settings_the_run_keeps(tmp_path_factory: pyte
     assert "resumed evolve run k" in err and "kept as the run started" not in err, err
     with EvolveDB.for_state_dir(st) as db:
         assert db.run("k").config["max_generations"] == 2
+
+
+def test_a_knob_search_that_has_tried_every_setting_stops_instead_of_looping(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A knob domain of two settings gives one new child; every later child is a duplicate. The run used to plan
+    generation after generation of rejected duplicates until a wall budget (no --max-evals is ever reached), writing
+    one program file per duplicate; it now ends after IDLE_GENERATIONS idle generations and says why."""
+    from evolve.engine import IDLE_GENERATIONS
+
+    st = state_dir(tmp_path_factory, "evolve-exhausted")
+    monkeypatch.setenv("ATTNQ_STATE", str(st))
+    monkeypatch.chdir(st)
+    args = ["evolve", "--from", str(SEED), "--run", "x", "--evaluator", "compile_facts", "--goal", "9",
+            "--knob", "UNROLL=2,4", "--islands", "1", "--children", "2", "--max-evals", "50", "--compile-workers", "2"]
+    assert main(args) == 0
+    with EvolveDB.for_state_dir(st) as db:
+        run = db.run("x")
+        programs = db.programs("x")
+    assert run.state == "budget" and "search exhausted" in (run.stop_reason or ""), run.stop_reason
+    assert "widen --knob" in (run.stop_reason or "")
+    assert run.generation <= IDLE_GENERATIONS + 2, run.generation
+    assert len({p.norm_sha256 for p in programs}) == 2  # the seed and its one child
+    assert len(list((st / "evolve" / "x" / "programs").iterdir())) == len(programs) < 2 + 2 * (IDLE_GENERATIONS + 2)
