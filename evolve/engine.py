@@ -402,7 +402,7 @@ class Search:
         if self.cfg.max_generations is not None and g >= self.cfg.max_generations and self.generation_complete(g):
             return "budget", f"generation budget spent ({g} of {self.cfg.max_generations})"
         if g >= IDLE_GENERATIONS and self.generation_complete(g) and self.idle_generations() >= IDLE_GENERATIONS:
-            knob = " (every setting of the knobs that the search can reach was tried: widen --knob)" \
+            knob = "; every setting of the knobs that the search can reach was tried: widen --knob" \
                 if self.cfg.mutator == "knob" else ""
             return "budget", (f"search exhausted: no new program in the last {IDLE_GENERATIONS} generations (every "
                               f"child a duplicate of a known program or a failed mutation){knob}")
