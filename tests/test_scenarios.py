@@ -134,6 +134,20 @@ def test_hidden_without_head_dim_and_an_empty_grid_axis_are_refused(tmp_path) ->
         load_suite(str(p))
 
 
+def test_every_invalid_field_of_a_scenario_is_named_at_once(tmp_path) -> None:
+    """Found as a new user: four wrong fields gave "batch: ... (and 3 more)", one fix per run to find the rest."""
+    p = tmp_path / "bad.toml"
+    p.write_text("[[scenario]]\ngroup='g'\nbatch=1.5\nseqlen=128\nheads=[8, 8]\nhead_dim=128\ndtype='fp32'\n"
+                 "softmax_scale='big'\n")
+    with pytest.raises(InputError) as err:
+        load_suite(str(p))
+    msg = err.value.message
+    assert "line 3: [[scenario]] #1: invalid scenario: batch: " in msg, msg
+    for field in ("causal: Field required", "dtype: Input should be 'bf16' or 'fp16'", "softmax_scale: "):
+        assert field in msg, msg
+    assert "more)" not in msg, msg
+
+
 def test_unknown_suite_name() -> None:
     with pytest.raises(InputError, match="unknown suite"):
         load_suite("nonexistent")
