@@ -216,3 +216,29 @@ def test_a_knob_search_that_has_tried_every_setting_stops_instead_of_looping(
     assert run.generation <= IDLE_GENERATIONS + 2, run.generation
     assert len({p.norm_sha256 for p in programs}) == 2  # the seed and its one child
     assert len(list((st / "evolve" / "x" / "programs").iterdir())) == len(programs) < 2 + 2 * (IDLE_GENERATIONS + 2)
+
+
+def test_a_second_driver_of_the_same_run_is_refused_with_the_holder(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Found as a new user: two `attnq evolve --run c1` started together; the second resumed the run the first was
+    still creating and failed with "evolve run 'c1' has no seed program" (started later, both drove the same
+    generations). While one process drives a run, another is refused, naming the holder's pid; nothing is written."""
+    import os
+
+    from evolve.driver import run_lock
+
+    st = state_dir(tmp_path_factory, "evolve-lock")
+    monkeypatch.setenv("ATTNQ_STATE", str(st))
+    monkeypatch.chdir(st)
+    args = ["evolve", "--from", str(SEED), "--run", "c1", "--evaluator", "compile_facts", "--goal", "9",
+            "--knob", "UNROLL=1,2", "--islands", "1", "--children", "1", "--generations", "1", "--compile-workers", "1"]
+    with run_lock(st, "c1"):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert f"evolve run 'c1' is being driven by another attnq process (pid {os.getpid()})" in err, err
+        with EvolveDB.for_state_dir(st) as db:
+            assert db.run_or_none("c1") is None
+    assert main(args) == 0  # the lock went with its holder
+    with EvolveDB.for_state_dir(st) as db:
+        assert db.run("c1").state == "budget"
