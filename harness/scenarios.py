@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from harness.errors import InputError
 from harness.inputs import DIST_NAMES, InputsSpec
 from harness.layouts import LayoutSpec
-from harness.suite_file import SuiteText, describe_error, suggest
+from harness.suite_file import SuiteText, describe_error, not_utf8_text, suggest
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 HEAD_DIMS = (64, 96, 128, 192, 256)
@@ -279,9 +279,12 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
     if path in _seen:
         raise InputError(f"suite include cycle through {path}")
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
         data = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read suite {path}: {not_utf8_text(raw, exc)}") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"cannot read suite {path}: {exc}") from None
     where = SuiteText(text)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from harness.errors import QuestionBankError
-from harness.suite_file import describe_error, suggest
+from harness.suite_file import describe_error, not_utf8_text, suggest
 from questions.text import describe_char, is_one_question, printable, unsafe_char
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -135,7 +135,9 @@ def _parse_file(path: Path) -> list[dict[str, Any]]:
     elif path.suffix == ".toml":
         try:
             data = _toml.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
+            raise QuestionBankError(f"{path}: {not_utf8_text(raw, exc)}") from exc
+        except ValueError as exc:
             raise QuestionBankError(f"{path}: invalid TOML: {exc}") from exc
         items = data.get("question")
     else:

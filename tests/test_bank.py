@@ -97,6 +97,13 @@ def test_a_bank_file_error_names_the_key(tmp_path: Path, text: str, message: str
     assert cli_main(["questions", "validate", str(f)]) == 2
 
 
+def test_a_bank_file_that_is_not_utf8_is_refused_at_its_line(tmp_path: Path) -> None:
+    f = tmp_path / "latin1.toml"
+    f.write_bytes(b'[[question]]\nid = "q\xff"\n')
+    with pytest.raises(QuestionBankError, match=r"latin1\.toml: line 2, column 8: byte 0xff is not UTF-8"):
+        load_bank_file(f)
+
+
 def test_an_exported_bank_still_validates_as_a_file(tmp_path: Path) -> None:
     bank = load_bank()
     for name in ("b.toml", "b.json"):

@@ -148,6 +148,14 @@ def test_every_invalid_field_of_a_scenario_is_named_at_once(tmp_path) -> None:
     assert "more)" not in msg, msg
 
 
+def test_a_suite_that_is_not_utf8_is_refused_at_its_line_and_column(tmp_path) -> None:
+    """Found as a new user: a Latin-1 byte gave the codec's "can't decode byte 0xe9 in position 33"."""
+    p = tmp_path / "latin1.toml"
+    p.write_bytes("# café\n[[scenario]]\ngroup = 'g'\nname = 'caf".encode() + b"\xe9'\n")
+    with pytest.raises(InputError, match=r"latin1\.toml: line 4, column 12: byte 0xe9 is not UTF-8 \(save the file"):
+        load_suite(str(p))
+
+
 def test_unknown_suite_name() -> None:
     with pytest.raises(InputError, match="unknown suite"):
         load_suite("nonexistent")
