@@ -5,7 +5,7 @@ that the MCP tools use (an MCP agent is the mutator there).
 - :func:`run_search` evaluates the seed, then loops generation by generation with the knob or the
   command mutator until the goal or a budget stops it (``KeyboardInterrupt`` leaves a resumable run);
 - :func:`issue_ticket` / :func:`submit_child` hand one ticket at a time to an external mutator;
-- :func:`run_lock`: one driving process per run and state directory.
+- :func:`run_lock`, :func:`driven_now`: one driving process per run and state directory.
 """
 
 from __future__ import annotations
@@ -63,6 +63,20 @@ def run_lock(state_dir: Path, run_id: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def driven_now(state_dir: Path, run_id: str) -> bool:
+    """Whether an ``attnq evolve`` process holds ``run_id``'s driver lock (:func:`run_lock`) at this moment."""
+    path = Path(state_dir) / "evolve" / ".locks" / f"{run_id}.lock"
+    if not RUN_NAME.fullmatch(run_id) or not path.is_file():
+        return False
+    with open(path, encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return False
 
 
 def latest_run(db: EvolveDB, campaign_id: str) -> RunRecord | None:

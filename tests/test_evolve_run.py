@@ -242,3 +242,37 @@ def test_a_second_driver_of_the_same_run_is_refused_with_the_holder(
     assert main(args) == 0  # the lock went with its holder
     with EvolveDB.for_state_dir(st) as db:
         assert db.run("c1").state == "budget"
+
+
+def test_status_says_when_a_running_run_has_no_driver_left(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Found as a new user: a driver killed by a signal (not Ctrl-C) leaves its run recorded as `running`, and
+    `attnq evolve status` said only "running". Status now tells a live driver from a dead one."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    st = state_dir(tmp_path_factory, "evolve-orphan")
+    env = {**os.environ, "ATTNQ_STATE": str(st), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    knobs = [a for k in ("TILE=256,1024,4096,16384", "UNROLL=1,2,4", "BLOCK=64,128,256") for a in ("--knob", k)]
+    driver = subprocess.Popen([sys.executable, "-m", "attnq", "evolve", "--from", str(SEED), "--run", "o1",
+                               "--evaluator", "compile_facts", "--goal", "9", "--max-wall-s", "300", *knobs],
+                              cwd=st, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def status() -> str:
+        r = subprocess.run([sys.executable, "-m", "attnq", "evolve", "status", "--run", "o1"], cwd=st, env=env,
+                           capture_output=True, text=True, timeout=60, check=False)
+        return r.stdout + r.stderr
+
+    try:
+        deadline = time.monotonic() + 120
+        while "o1 (campaign default): running" not in (out := status()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert "running" in out and "no attnq evolve process drives it" not in out, out
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+    out = status()
+    assert "o1 (campaign default): running" in out, out
+    assert "no attnq evolve process drives it now" in out and "attnq evolve --run o1" in out, out

@@ -190,6 +190,17 @@ def _pick_run(db: Any, campaign: str, run_id: str | None) -> Any:
     return rec
 
 
+def _orphan_note(state_dir: Path, st: Any) -> str:
+    """A line for a run recorded as running that no ``attnq evolve`` process drives (its driver was killed,
+    SIGTERM or SIGKILL, before it could record the stop); ``""`` otherwise. MCP runs are driven by the server."""
+    from evolve.driver import driven_now
+
+    if st.state != "running" or st.mutator == "mcp" or driven_now(state_dir, st.run_id):
+        return ""
+    return (f"\n  no attnq evolve process drives it now (its driver ended without recording a stop): resume it with "
+            f"attnq evolve --run {st.run_id}")
+
+
 def _read(args: argparse.Namespace) -> int:
     from evolve.db import EvolveDB
     from evolve.report import build_report, export_best, render_report, render_status, run_status, trace_rows
@@ -203,7 +214,7 @@ def _read(args: argparse.Namespace) -> int:
                 raise InputError(f"campaign {campaign!r} has no evolve run yet")
             sts = [run_status(db, r) for r in runs]
             print(json.dumps([s.model_dump(mode="json") for s in sts], indent=2) if args.json
-                  else "\n\n".join(render_status(s) for s in sts))
+                  else "\n\n".join(render_status(s) + _orphan_note(settings.state_dir, s) for s in sts))
             return 0
         rec = _pick_run(db, campaign, args.run)
         if args.action == "report":
