@@ -322,6 +322,9 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
             fields = _expand(table, grid=kind == "grid")
         except _ExpandError as exc:
             raise fail(kind, index, [exc.key], str(exc)) from None
+        except (TypeError, ValueError, KeyError) as exc:  # a shape no check above foresaw: still one plain line
+            raise fail(kind, index, [], f"cannot expand this table into scenarios ({type(exc).__name__}: {exc}); "
+                                        "see the [[grid]] / [[scenario]] example in docs/checks.md") from None
         for f in fields:
             try:
                 sc = Scenario(**f)
