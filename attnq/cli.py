@@ -14,10 +14,11 @@ import os
 import sys
 import textwrap
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import ValidationError
 
-from harness.config import env_note, settings_error_text
+from harness.config import Settings, env_note, settings_error_text
 from harness.errors import AttnqError, internal_error_text
 from harness.logging import configure_logging
 from questions.text import printable
@@ -119,6 +120,23 @@ def _report(args: argparse.Namespace, err: AttnqError) -> int:
     return err.exit_code
 
 
+def _state_note(where: object) -> str:
+    """What a failing path is when it is attnq's state directory or inside it (a user rarely knows that
+    ``ATTNQ_STATE`` or ``<workspace>/.attnq`` is where the build cache and campaign store live), else ``""``."""
+    if not isinstance(where, str) or not where:
+        return ""
+    try:
+        state = Settings().state_dir
+        path = Path(where).absolute()
+    except Exception:  # noqa: BLE001 - only a note: an unusable setting has its own message elsewhere
+        return ""
+    if path != state and state not in path.parents:
+        return ""
+    how = "ATTNQ_STATE" if os.environ.get("ATTNQ_STATE") else "<workspace>/.attnq; set ATTNQ_STATE to move it"
+    return (f" (attnq's state directory {state}: the build cache and campaign store; from {how}): "
+            "point it at a writable folder")
+
+
 def _run(args: argparse.Namespace) -> int:
     """The handler, with every error a user can cause turned into one plain message and an exit code.
 
@@ -143,7 +161,7 @@ def _run(args: argparse.Namespace) -> int:
         text = err.strerror or str(err)
         if isinstance(err, FileExistsError) and where and not os.path.isdir(where):
             text = "exists and is not a directory"
-        return _fail(args, "input_error", f"{text}: {where}" if where != "" else text)
+        return _fail(args, "input_error", (f"{text}: {where}" if where != "" else text) + _state_note(where))
     except Exception as err:  # noqa: BLE001 - a bug of ours: one line and EX_SOFTWARE; the traceback goes to the log
         from harness.logging import get_logger
 

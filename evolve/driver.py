@@ -4,14 +4,19 @@ that the MCP tools use (an MCP agent is the mutator there).
 - :func:`start_or_resume` opens a run by name (or the campaign's latest), or creates it from a seed file;
 - :func:`run_search` evaluates the seed, then loops generation by generation with the knob or the
   command mutator until the goal or a budget stops it (``KeyboardInterrupt`` leaves a resumable run);
-- :func:`issue_ticket` / :func:`submit_child` hand one ticket at a time to an external mutator.
+- :func:`issue_ticket` / :func:`submit_child` hand one ticket at a time to an external mutator;
+- :func:`run_lock`, :func:`driven_now`: one driving process per run and state directory.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import random
 import re
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,54 @@ from harness.errors import InputError, StoreError
 from harness.logging import get_logger
 
 log = get_logger("attnq.evolve.driver")
+
+
+@contextlib.contextmanager
+def run_lock(state_dir: Path, run_id: str) -> Iterator[None]:
+    """Hold the driver lock of ``run_id`` (an flock on ``<state_dir>/evolve/.locks/<run_id>.lock``, released
+    when the process ends however it ends) while one process drives the run.
+
+    Raises:
+        InputError: another process drives the run now (its pid is named): two drivers would resume a run the
+            other is still creating ("has no seed program") or plan and evaluate the same generation twice.
+    """
+    if not RUN_NAME.fullmatch(run_id):  # start_or_resume refuses the name, and nothing may be written for it
+        yield
+        return
+    locks = Path(state_dir) / "evolve" / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    path = locks / f"{run_id}.lock"
+    with open(path, "a+", encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "?"
+            raise InputError(f"evolve run {run_id!r} is being driven by another attnq process (pid {holder}) on this "
+                             "state directory; wait for it (attnq evolve status) or stop it, then resume with "
+                             f"attnq evolve --run {run_id}") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def driven_now(state_dir: Path, run_id: str) -> bool:
+    """Whether an ``attnq evolve`` process holds ``run_id``'s driver lock (:func:`run_lock`) at this moment."""
+    path = Path(state_dir) / "evolve" / ".locks" / f"{run_id}.lock"
+    if not RUN_NAME.fullmatch(run_id) or not path.is_file():
+        return False
+    with open(path, encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return False
 
 
 def latest_run(db: EvolveDB, campaign_id: str) -> RunRecord | None:

@@ -17,7 +17,9 @@ One generation ``g``:
    elites migrate.
 
 The run stops when a program meets the goal on the full stage, or at the first exhausted budget
-(evaluations, GPU-hours, wall time, generations). Everything is in evolve.db's tables; a restarted
+(evaluations, GPU-hours, wall time, generations), or when the mutator has produced nothing new for
+``IDLE_GENERATIONS`` generations in a row (every child a duplicate, every mutation failed: a knob space
+that is used up would otherwise loop forever, writing one rejected program per child). Everything is in evolve.db's tables; a restarted
 run finishes the generation it was in (re-mutating planned tickets, re-evaluating pending children).
 """
 
@@ -48,6 +50,8 @@ log = get_logger("attnq.evolve")
 
 #: How many ancestor edges the re-added-lines rule looks back along.
 LINEAGE_DEPTH = 8
+#: Generations in a row without a new program (all children rejected or no child made) that end a run.
+IDLE_GENERATIONS = 8
 Progress = Callable[[str], None]
 
 
@@ -397,7 +401,21 @@ class Search:
         g = self.run.generation
         if self.cfg.max_generations is not None and g >= self.cfg.max_generations and self.generation_complete(g):
             return "budget", f"generation budget spent ({g} of {self.cfg.max_generations})"
+        if g >= IDLE_GENERATIONS and self.generation_complete(g) and self.idle_generations() >= IDLE_GENERATIONS:
+            knob = "; every setting of the knobs that the search can reach was tried: widen --knob" \
+                if self.cfg.mutator == "knob" else ""
+            return "budget", (f"search exhausted: no new program in the last {IDLE_GENERATIONS} generations (every "
+                              f"child a duplicate of a known program or a failed mutation){knob}")
         return None
+
+    def idle_generations(self) -> int:
+        """Complete generations in a row, counting back from the latest, that added no program to evaluate
+        (every child rejected as a duplicate, or no child made)."""
+        made = {p.generation for p in self.db.programs(self.run_id) if p.status != "rejected"}
+        g, idle = self.run.generation, 0
+        while g > 0 and g not in made:
+            idle, g = idle + 1, g - 1
+        return idle
 
     def finish(self, state: str, reason: str, budget: Budget | None = None) -> RunRecord:
         """Record the run's end (and its wall time)."""

@@ -100,7 +100,8 @@ class Settings(BaseSettings):
         p = Path(path)
         full = (p if p.is_absolute() else root / p).resolve()
         if full != root and root not in full.parents:
-            raise WorkspaceError(f"{path} is outside the workspace {root}")
+            raise WorkspaceError(f"{path} is outside the workspace {root} (the folder attnq started in, or "
+                                 "ATTNQ_WORKSPACE / --workspace): move the file into it, or start attnq there")
         return full
 
 

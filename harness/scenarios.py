@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from harness.errors import InputError
 from harness.inputs import DIST_NAMES, InputsSpec
 from harness.layouts import LayoutSpec
-from harness.suite_file import SuiteText, describe_error, suggest
+from harness.suite_file import SuiteText, describe_error, not_utf8_text, suggest
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 HEAD_DIMS = (64, 96, 128, 192, 256)
@@ -174,22 +174,47 @@ class Suite(BaseModel):
         return out
 
 
+class _ExpandError(ValueError):
+    """A table whose shape keys cannot be expanded; ``key`` is the key to point at (its line)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+_PAIR_HELP = {"heads": "[num_heads_q, num_heads_kv], e.g. heads = [8, 8] (MHA) or [32, 8] (GQA)",
+              "batch_seqlen": "[batch, seqlen], e.g. batch_seqlen = [2, 4096]"}
+
+
+def _pair(key: str, value: Any) -> tuple[Any, Any]:
+    """One two-element pair of a ``heads`` / ``batch_seqlen`` key, or _ExpandError saying what it must be."""
+    if not isinstance(value, list) or len(value) != 2 or any(isinstance(v, list) for v in value):
+        raise _ExpandError(key, f"{key} must be {_PAIR_HELP[key]}; got {value!r}")
+    return value[0], value[1]
+
+
 def _expand(table: dict[str, Any], *, grid: bool) -> list[dict[str, Any]]:
-    """Expand one [[grid]] (cross product) or [[scenario]] table into Scenario field dicts."""
+    """Expand one [[grid]] (cross product) or [[scenario]] table into Scenario field dicts.
+
+    Raises _ExpandError (naming the key) for a malformed pair key, an empty grid axis, or ``hidden``
+    without ``head_dim``."""
     t = dict(table)
     pair_keys = ("batch_seqlen", "heads")
     axes: dict[str, list[Any]] = {}
     for key, value in t.items():
         if key in pair_keys:
-            axes[key] = value if (grid and value and isinstance(value[0], list)) else [value]
+            axes[key] = value if (grid and value and isinstance(value, list) and isinstance(value[0], list)) \
+                else [value]
         else:
             axes[key] = value if (grid and isinstance(value, list)) else [value]
+        if not axes[key]:
+            raise _ExpandError(key, f"{key} is an empty list: this [[grid]] would have no scenarios")
     out = []
     keys = list(axes)
     for combo in itertools.product(*(axes[k] for k in keys)):
         f = dict(zip(keys, combo, strict=True))
         if "batch_seqlen" in f:
-            b, s = f.pop("batch_seqlen")
+            b, s = _pair("batch_seqlen", f.pop("batch_seqlen"))
             f["batch"] = b
             f.setdefault("seqlen", s)
         if "seqlen" in f:
@@ -197,9 +222,15 @@ def _expand(table: dict[str, Any], *, grid: bool) -> list[dict[str, Any]]:
             f.setdefault("seqlen_q", s)
             f.setdefault("seqlen_k", s)
         if "heads" in f:
-            f["num_heads_q"], f["num_heads_kv"] = f.pop("heads")
+            f["num_heads_q"], f["num_heads_kv"] = _pair("heads", f.pop("heads"))
         if "hidden" in f:
             hidden = f.pop("hidden")
+            if "head_dim" not in f:
+                raise _ExpandError("hidden", "hidden needs head_dim (the heads are hidden / head_dim)")
+            if not isinstance(hidden, int) or isinstance(hidden, bool) or not isinstance(f["head_dim"], int) \
+                    or isinstance(f["head_dim"], bool) or f["head_dim"] <= 0 or hidden % f["head_dim"]:
+                raise _ExpandError("hidden", f"hidden must be an integer multiple of head_dim; got hidden={hidden!r}, "
+                                             f"head_dim={f['head_dim']!r}")
             f["num_heads_q"] = f["num_heads_kv"] = hidden // f["head_dim"]
         out.append(f)
     return out
@@ -248,9 +279,12 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
     if path in _seen:
         raise InputError(f"suite include cycle through {path}")
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
         data = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read suite {path}: {not_utf8_text(raw, exc)}") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"cannot read suite {path}: {exc}") from None
     where = SuiteText(text)
 
@@ -286,16 +320,20 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
                                                f"{', '.join(TABLE_KEYS)}")
         try:
             fields = _expand(table, grid=kind == "grid")
-        except (TypeError, ValueError, KeyError) as exc:
-            raise fail(kind, index, [], f"cannot expand: {exc!r}") from None
+        except _ExpandError as exc:
+            raise fail(kind, index, [exc.key], str(exc)) from None
+        except (TypeError, ValueError, KeyError) as exc:  # a shape no check above foresaw: still one plain line
+            raise fail(kind, index, [], f"cannot expand this table into scenarios ({type(exc).__name__}: {exc}); "
+                                        "see the [[grid]] / [[scenario]] example in docs/checks.md") from None
         for f in fields:
             try:
                 sc = Scenario(**f)
             except ValidationError as exc:
                 errs = sorted(exc.errors(), key=lambda e: e.get("type") != "extra_forbidden")  # unknown keys first
                 keys, msg = describe_error(errs[0], DIST_NAMES)
-                more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-                raise fail(kind, index, keys, f"invalid scenario: {msg}{more}") from None
+                rest = [describe_error(e, DIST_NAMES)[1] for e in errs[1:4]]  # all of them: one fix per run is slow
+                more = f" (and {len(errs) - 4} more)" if len(errs) > 4 else ""
+                raise fail(kind, index, keys, f"invalid scenario: {'; '.join([msg, *rest])}{more}") from None
             refused = original_refusals(sc)
             if refused:
                 raise fail(kind, index, ["head_dim" if "head_dim" in refused[0] else refused[0].split("=")[0]],

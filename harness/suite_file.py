@@ -86,3 +86,12 @@ def describe_error(err: dict[str, Any], tags: Iterable[str] = ()) -> tuple[list[
         return path, f"{inside + ': ' if inside else ''}unknown key {key!r}"
     msg = msg.removeprefix("Value error, ")
     return path, (f"{'.'.join(path)}: {msg}" if path else msg)
+
+
+def not_utf8_text(raw: bytes, exc: UnicodeDecodeError) -> str:
+    """Where a file stops being UTF-8, for a person: ``line 2, column 9: byte 0xff is not UTF-8 (save the file
+    as UTF-8)``, instead of the codec's byte offset."""
+    before = raw[:exc.start]
+    line = before.count(b"\n") + 1
+    column = exc.start - (before.rfind(b"\n") + 1) + 1
+    return f"line {line}, column {column}: byte 0x{raw[exc.start]:02x} is not UTF-8 (save the file as UTF-8)"

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from harness.errors import QuestionBankError
+from harness.suite_file import describe_error, not_utf8_text, suggest
 from questions.text import describe_char, is_one_question, printable, unsafe_char
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -134,7 +135,9 @@ def _parse_file(path: Path) -> list[dict[str, Any]]:
     elif path.suffix == ".toml":
         try:
             data = _toml.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
+            raise QuestionBankError(f"{path}: {not_utf8_text(raw, exc)}") from exc
+        except ValueError as exc:
             raise QuestionBankError(f"{path}: invalid TOML: {exc}") from exc
         items = data.get("question")
     else:
@@ -155,12 +158,18 @@ def load_bank_file(path: str | Path, *, origin: str | None = None) -> list[Quest
     seen: set[str] = set()
     for i, item in enumerate(_parse_file(p)):
         item = dict(item)
+        where = f"{p}: question #{i + 1} ({item.get('id', '?')})"
+        known = list(Question.model_fields)
+        if unknown := [k for k in item if k not in known]:  # a typo ("txt", "trigger") must not vanish silently
+            raise QuestionBankError(f"{where}: unknown key {unknown[0]!r}{suggest(unknown[0], known)}; known keys: "
+                                    f"{', '.join(known)}", details={"file": str(p), "index": i})
         item.setdefault("origin", origin or p.stem)
         try:
             q = Question.model_validate(item)
         except ValidationError as exc:
-            raise QuestionBankError(f"{p}: question #{i + 1} ({item.get('id', '?')}): {exc.errors()[0]['msg']}",
-                                    details={"file": str(p), "index": i}) from exc
+            _, msg = describe_error(exc.errors()[0])
+            more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+            raise QuestionBankError(f"{where}: {msg}{more}", details={"file": str(p), "index": i}) from exc
         if q.id in seen:
             raise QuestionBankError(f"{p}: duplicate question id {q.id!r}")
         seen.add(q.id)

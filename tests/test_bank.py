@@ -78,6 +78,38 @@ def test_schema_rejects_bad_questions(tmp_path: Path, bad: dict, message: str) -
         load_bank_file(f)
 
 
+@pytest.mark.parametrize("text, message", [
+    ('id = "my-q"\ntxt = "Is the softmax in fp32?"\ntriggers = ["stall"]\nlayer = "numerics"\n',
+     r"question #1 \(my-q\): unknown key 'txt' \(did you mean 'text'\?\); known keys: id, text, triggers"),
+    ('id = "my-q"\ntext = "Is the softmax in fp32?"\ntrigger = ["stall"]\nlayer = "numerics"\n',
+     r"unknown key 'trigger' \(did you mean 'triggers'\?\)"),
+    ('id = "my-q"\ntext = "Is the softmax in fp32?"\nlayer = "numerics"\n', r"question #1 \(my-q\): triggers: Field required$"),
+    ('id = "my-q"\ntext = "Is the softmax in fp32?"\ntriggers = ["stal"]\nlayer = "numerics"\n',
+     r"triggers: Input should be 'stall'"),
+])
+def test_a_bank_file_error_names_the_key(tmp_path: Path, text: str, message: str) -> None:
+    """Found as a new user: a misspelt key ("txt") was dropped silently and the question refused with a bare
+    "Field required" that named no field; `questions validate` and `questions import` must say which key."""
+    f = tmp_path / "mine.toml"
+    f.write_text("[[question]]\n" + text)
+    with pytest.raises(QuestionBankError, match=message):
+        load_bank_file(f)
+    assert cli_main(["questions", "validate", str(f)]) == 2
+
+
+def test_a_bank_file_that_is_not_utf8_is_refused_at_its_line(tmp_path: Path) -> None:
+    f = tmp_path / "latin1.toml"
+    f.write_bytes(b'[[question]]\nid = "q\xff"\n')
+    with pytest.raises(QuestionBankError, match=r"latin1\.toml: line 2, column 8: byte 0xff is not UTF-8"):
+        load_bank_file(f)
+
+
+def test_an_exported_bank_still_validates_as_a_file(tmp_path: Path) -> None:
+    bank = load_bank()
+    for name in ("b.toml", "b.json"):
+        assert [q.id for q in load_bank_file(export_bank(bank, tmp_path / name))] == [q.id for q in bank.questions]
+
+
 def test_duplicate_ids_in_one_file_are_rejected(tmp_path: Path) -> None:
     q = {"id": "same", "text": "Why?", "triggers": ["stall"], "layer": "numerics"}
     f = tmp_path / "dup.json"

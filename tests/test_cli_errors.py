@@ -96,6 +96,18 @@ def test_state_dir_is_a_file(ws: Path) -> None:
     (ws / ".attnq").write_text("not a directory")
     line = plain_error(attnq("trace", "show", cwd=ws))
     assert str(ws / ".attnq") in line and "not a directory" in line, line
+    assert "attnq's state directory" in line and "set ATTNQ_STATE to move it" in line, line
+
+
+def test_an_unusable_attnq_state_is_named_as_the_state_directory(ws: Path) -> None:
+    """Found as a new user: ATTNQ_STATE=/proc/x said only "No such file or directory: /proc/x", which does not
+    say that the path is the state directory nor where it came from."""
+    for cmd in (["reflect"], ["declare", "limit", "x"], ["trace", "show"]):
+        line = plain_error(attnq(*cmd, cwd=ws, env={"ATTNQ_STATE": "/proc/attnq-x"}))
+        assert line.startswith(f"attnq {cmd[0]}: ") and "/proc/attnq-x" in line, line
+        assert "state directory" in line and "from ATTNQ_STATE" in line and "writable folder" in line, line
+    line = plain_error(attnq("compile", "missing.cu", cwd=ws, env={"ATTNQ_STATE": str(ws / "st")}))
+    assert "state directory" not in line, line  # only a path that is the state directory gets the note
 
 
 @needs_nvcc

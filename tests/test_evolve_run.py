@@ -192,3 +192,87 @@ def test_a_resume_says_which_given_settings_the_run_keeps(tmp_path_factory: pyte
     assert "resumed evolve run k" in err and "kept as the run started" not in err, err
     with EvolveDB.for_state_dir(st) as db:
         assert db.run("k").config["max_generations"] == 2
+
+
+def test_a_knob_search_that_has_tried_every_setting_stops_instead_of_looping(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A knob domain of two settings gives one new child; every later child is a duplicate. The run used to plan
+    generation after generation of rejected duplicates until a wall budget (no --max-evals is ever reached), writing
+    one program file per duplicate; it now ends after IDLE_GENERATIONS idle generations and says why."""
+    from evolve.engine import IDLE_GENERATIONS
+
+    st = state_dir(tmp_path_factory, "evolve-exhausted")
+    monkeypatch.setenv("ATTNQ_STATE", str(st))
+    monkeypatch.chdir(st)
+    args = ["evolve", "--from", str(SEED), "--run", "x", "--evaluator", "compile_facts", "--goal", "9",
+            "--knob", "UNROLL=2,4", "--islands", "1", "--children", "2", "--max-evals", "50", "--compile-workers", "2"]
+    assert main(args) == 0
+    with EvolveDB.for_state_dir(st) as db:
+        run = db.run("x")
+        programs = db.programs("x")
+    assert run.state == "budget" and "search exhausted" in (run.stop_reason or ""), run.stop_reason
+    assert "widen --knob" in (run.stop_reason or "")
+    assert run.generation <= IDLE_GENERATIONS + 2, run.generation
+    assert len({p.norm_sha256 for p in programs}) == 2  # the seed and its one child
+    assert len(list((st / "evolve" / "x" / "programs").iterdir())) == len(programs) < 2 + 2 * (IDLE_GENERATIONS + 2)
+
+
+def test_a_second_driver_of_the_same_run_is_refused_with_the_holder(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Found as a new user: two `attnq evolve --run c1` started together; the second resumed the run the first was
+    still creating and failed with "evolve run 'c1' has no seed program" (started later, both drove the same
+    generations). While one process drives a run, another is refused, naming the holder's pid; nothing is written."""
+    import os
+
+    from evolve.driver import run_lock
+
+    st = state_dir(tmp_path_factory, "evolve-lock")
+    monkeypatch.setenv("ATTNQ_STATE", str(st))
+    monkeypatch.chdir(st)
+    args = ["evolve", "--from", str(SEED), "--run", "c1", "--evaluator", "compile_facts", "--goal", "9",
+            "--knob", "UNROLL=1,2", "--islands", "1", "--children", "1", "--generations", "1", "--compile-workers", "1"]
+    with run_lock(st, "c1"):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert f"evolve run 'c1' is being driven by another attnq process (pid {os.getpid()})" in err, err
+        with EvolveDB.for_state_dir(st) as db:
+            assert db.run_or_none("c1") is None
+    assert main(args) == 0  # the lock went with its holder
+    with EvolveDB.for_state_dir(st) as db:
+        assert db.run("c1").state == "budget"
+
+
+def test_status_says_when_a_running_run_has_no_driver_left(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Found as a new user: a driver killed by a signal (not Ctrl-C) leaves its run recorded as `running`, and
+    `attnq evolve status` said only "running". Status now tells a live driver from a dead one."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    st = state_dir(tmp_path_factory, "evolve-orphan")
+    env = {**os.environ, "ATTNQ_STATE": str(st), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    knobs = [a for k in ("TILE=256,1024,4096,16384", "UNROLL=1,2,4", "BLOCK=64,128,256") for a in ("--knob", k)]
+    driver = subprocess.Popen([sys.executable, "-m", "attnq", "evolve", "--from", str(SEED), "--run", "o1",
+                               "--evaluator", "compile_facts", "--goal", "9", "--max-wall-s", "300", *knobs],
+                              cwd=st, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def status() -> str:
+        r = subprocess.run([sys.executable, "-m", "attnq", "evolve", "status", "--run", "o1"], cwd=st, env=env,
+                           capture_output=True, text=True, timeout=60, check=False)
+        return r.stdout + r.stderr
+
+    try:
+        deadline = time.monotonic() + 120
+        while "o1 (campaign default): running" not in (out := status()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert "running" in out and "no attnq evolve process drives it" not in out, out
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+    out = status()
+    assert "o1 (campaign default): running" in out, out
+    assert "no attnq evolve process drives it now" in out and "attnq evolve --run o1" in out, out

@@ -124,7 +124,9 @@ def test_compile_kernel_refuses_bad_paths(workspace: Path, tmp_path: Path) -> No
     assert "no such file" in error_text(tool(server, "compile_kernel", {"path": "missing.cu"}))
     outside = tmp_path / "elsewhere.cu"
     outside.write_text("int x;\n")
-    assert "outside the workspace" in error_text(tool(server, "compile_kernel", {"path": str(outside)}))
+    refused = error_text(tool(server, "compile_kernel", {"path": str(outside)}))
+    assert f"outside the workspace {workspace.resolve()}" in refused
+    assert "ATTNQ_WORKSPACE" in refused and "move the file into it" in refused  # how to get out of it, not just no
     assert "outside the workspace" in error_text(tool(server, "compile_kernel", {"path": "../../etc/hosts"}))
     (workspace / "notes.txt").write_text("hello")
     assert "not a .cu file" in error_text(tool(server, "compile_kernel", {"path": "notes.txt"}))

@@ -98,6 +98,64 @@ def test_bad_suite_files_are_refused_clearly(tmp_path, text: str, needle: str) -
         load_suite(str(p))
 
 
+#: a [[scenario]] table with one shape key left to the test
+_SHAPE = "[[scenario]]\ngroup='g'\nbatch=1\nseqlen=128\nhead_dim=128\ncausal=false\n{}\n"
+
+
+@pytest.mark.parametrize(
+    ("key", "needle"),
+    [
+        ("heads = 8", r"line 7: \[\[scenario\]\] #1: heads must be \[num_heads_q, num_heads_kv\].*; got 8$"),
+        ("heads = [8]", r"line 7: .*heads must be \[num_heads_q, num_heads_kv\].*; got \[8\]$"),
+        ("heads = [8, 8, 8]", r"heads must be .*; got \[8, 8, 8\]$"),
+        ("heads = '8'", r"heads must be .*; got '8'$"),
+        ("batch_seqlen = 4", r"batch_seqlen must be \[batch, seqlen\].*; got 4$"),
+        ("hidden = 1000", r"line 7: .*hidden must be an integer multiple of head_dim; got hidden=1000, head_dim=128"),
+    ],
+)
+def test_a_malformed_shape_key_is_named_with_its_line_and_what_it_must_be(tmp_path, key: str, needle: str) -> None:
+    """Found as a new user: `heads = 8` (a natural way to write MHA) was refused as "cannot expand:
+    TypeError('cannot unpack non-iterable int object')" at the table's first line; `hidden` that head_dim does
+    not divide silently gave floor(hidden / head_dim) heads."""
+    p = tmp_path / "bad.toml"
+    p.write_text(_SHAPE.format(key))
+    with pytest.raises(InputError, match=needle) as err:
+        load_suite(str(p))
+    assert "Error(" not in err.value.message
+
+
+def test_hidden_without_head_dim_and_an_empty_grid_axis_are_refused(tmp_path) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text("[[scenario]]\ngroup='g'\nbatch=1\nseqlen=128\nhidden=1024\ncausal=false\n")
+    with pytest.raises(InputError, match=r"line 5: .*hidden needs head_dim"):
+        load_suite(str(p))
+    p.write_text("[[grid]]\ngroup='g'\nbatch=[]\nseqlen=[128]\nheads=[[8, 8]]\nhead_dim=[128]\ncausal=[false]\n")
+    with pytest.raises(InputError, match=r"line 3: \[\[grid\]\] #1: batch is an empty list"):
+        load_suite(str(p))
+
+
+def test_every_invalid_field_of_a_scenario_is_named_at_once(tmp_path) -> None:
+    """Found as a new user: four wrong fields gave "batch: ... (and 3 more)", one fix per run to find the rest."""
+    p = tmp_path / "bad.toml"
+    p.write_text("[[scenario]]\ngroup='g'\nbatch=1.5\nseqlen=128\nheads=[8, 8]\nhead_dim=128\ndtype='fp32'\n"
+                 "softmax_scale='big'\n")
+    with pytest.raises(InputError) as err:
+        load_suite(str(p))
+    msg = err.value.message
+    assert "line 3: [[scenario]] #1: invalid scenario: batch: " in msg, msg
+    for field in ("causal: Field required", "dtype: Input should be 'bf16' or 'fp16'", "softmax_scale: "):
+        assert field in msg, msg
+    assert "more)" not in msg, msg
+
+
+def test_a_suite_that_is_not_utf8_is_refused_at_its_line_and_column(tmp_path) -> None:
+    """Found as a new user: a Latin-1 byte gave the codec's "can't decode byte 0xe9 in position 33"."""
+    p = tmp_path / "latin1.toml"
+    p.write_bytes("# café\n[[scenario]]\ngroup = 'g'\nname = 'caf".encode() + b"\xe9'\n")
+    with pytest.raises(InputError, match=r"latin1\.toml: line 4, column 12: byte 0xe9 is not UTF-8 \(save the file"):
+        load_suite(str(p))
+
+
 def test_unknown_suite_name() -> None:
     with pytest.raises(InputError, match="unknown suite"):
         load_suite("nonexistent")

@@ -12,6 +12,7 @@ can fix, 3 no GPU).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -78,7 +79,7 @@ def _say(msg: str) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from evolve.db import EvolveDB
-    from evolve.driver import kept_on_resume, run_search, start_or_resume
+    from evolve.driver import kept_on_resume, run_lock, run_search, start_or_resume
     from evolve.mutators import CommandMutator, KnobMutator
     from evolve.pool import check_scheduler_address, make_pool
     from evolve.report import build_report, render_report, render_status, run_status
@@ -102,35 +103,36 @@ def _run(args: argparse.Namespace) -> int:
             if arm is not None and acfg.arm not in ("question", "plain", "none"):
                 raise InputError(f"--arms takes question, plain and none; got {arm!r}")
             rid = f"{args.run or 'ablation'}-{arm}" if arm is not None else args.run
-            prior = db.run_or_none(rid) if rid is not None else None
-            search, created = start_or_resume(db, campaign_id=campaign, state_dir=settings.state_dir, cfg=acfg,
-                                              run_id=rid, seed_path=seed_path, bank=bank, resume=not args.new)
-            _say(f"{'started' if created else 'resumed'} evolve run {search.run_id} (arm {search.cfg.arm}, "
-                 f"mutator {search.cfg.mutator}, evaluator {search.cfg.evaluator})")
-            if not created and prior is not None and (kept := kept_on_resume(dict(prior.config), acfg)):
-                _say("   kept as the run started (a resume changes budgets, GPUs, the scheduler and the mutator command "
-                     "only; start a new --run for the rest): " + ", ".join(
-                         f"{k} {json.dumps(a)} (given {json.dumps(b)})" for k, (a, b) in kept.items()))
-            try:
-                pool = make_pool(search.cfg.gpus, backend=search.cfg.backend, scheduler=search.cfg.scheduler,
-                                 compile_workers=search.cfg.compile_workers,
-                                 connect_timeout_s=search.cfg.scheduler_timeout_s)
-            except BaseException as exc:  # an unreachable scheduler, Ctrl-C while connecting: the run is not left "running"
-                search.finish("failed", f"the evaluation pool could not be started: {str(exc) or type(exc).__name__}")
-                raise
-            try:
-                if search.cfg.mutator == "mcp":
-                    rec = _seed_only(search, pool)
-                else:
-                    mutator: Any = (KnobMutator(search.cfg.knobs) if search.cfg.mutator == "knob" else
-                                    CommandMutator(search.cfg.mutator_cmd or "", parallel=search.cfg.parallel_mutators,
-                                                   timeout_s=search.cfg.mutator_timeout_s,
-                                                   workdir=settings.state_dir / "evolve" / search.run_id / "briefs"))
-                    rec = run_search(search, pool, mutator, progress=None if args.quiet else _say)
-            finally:
-                pool.close()
-            code = max(code, 1 if rec.state == "failed" else 0)
-            runs.append(rec)
+            with run_lock(settings.state_dir, rid) if rid is not None else contextlib.nullcontext():
+                prior = db.run_or_none(rid) if rid is not None else None
+                search, created = start_or_resume(db, campaign_id=campaign, state_dir=settings.state_dir, cfg=acfg,
+                                                  run_id=rid, seed_path=seed_path, bank=bank, resume=not args.new)
+                _say(f"{'started' if created else 'resumed'} evolve run {search.run_id} (arm {search.cfg.arm}, "
+                     f"mutator {search.cfg.mutator}, evaluator {search.cfg.evaluator})")
+                if not created and prior is not None and (kept := kept_on_resume(dict(prior.config), acfg)):
+                    _say("   kept as the run started (a resume changes budgets, GPUs, the scheduler and the mutator command "
+                         "only; start a new --run for the rest): " + ", ".join(
+                             f"{k} {json.dumps(a)} (given {json.dumps(b)})" for k, (a, b) in kept.items()))
+                try:
+                    pool = make_pool(search.cfg.gpus, backend=search.cfg.backend, scheduler=search.cfg.scheduler,
+                                     compile_workers=search.cfg.compile_workers,
+                                     connect_timeout_s=search.cfg.scheduler_timeout_s)
+                except BaseException as exc:  # an unreachable scheduler, Ctrl-C while connecting: the run is not left "running"
+                    search.finish("failed", f"the evaluation pool could not be started: {str(exc) or type(exc).__name__}")
+                    raise
+                try:
+                    if search.cfg.mutator == "mcp":
+                        rec = _seed_only(search, pool)
+                    else:
+                        mutator: Any = (KnobMutator(search.cfg.knobs) if search.cfg.mutator == "knob" else
+                                        CommandMutator(search.cfg.mutator_cmd or "", parallel=search.cfg.parallel_mutators,
+                                                       timeout_s=search.cfg.mutator_timeout_s,
+                                                       workdir=settings.state_dir / "evolve" / search.run_id / "briefs"))
+                        rec = run_search(search, pool, mutator, progress=None if args.quiet else _say)
+                finally:
+                    pool.close()
+                code = max(code, 1 if rec.state == "failed" else 0)
+                runs.append(rec)
         last = runs[-1]
         rep = build_report(db, last)
         if args.report:
@@ -188,6 +190,17 @@ def _pick_run(db: Any, campaign: str, run_id: str | None) -> Any:
     return rec
 
 
+def _orphan_note(state_dir: Path, st: Any) -> str:
+    """A line for a run recorded as running that no ``attnq evolve`` process drives (its driver was killed,
+    SIGTERM or SIGKILL, before it could record the stop); ``""`` otherwise. MCP runs are driven by the server."""
+    from evolve.driver import driven_now
+
+    if st.state != "running" or st.mutator == "mcp" or driven_now(state_dir, st.run_id):
+        return ""
+    return (f"\n  no attnq evolve process drives it now (its driver ended without recording a stop): resume it with "
+            f"attnq evolve --run {st.run_id}")
+
+
 def _read(args: argparse.Namespace) -> int:
     from evolve.db import EvolveDB
     from evolve.report import build_report, export_best, render_report, render_status, run_status, trace_rows
@@ -201,7 +214,7 @@ def _read(args: argparse.Namespace) -> int:
                 raise InputError(f"campaign {campaign!r} has no evolve run yet")
             sts = [run_status(db, r) for r in runs]
             print(json.dumps([s.model_dump(mode="json") for s in sts], indent=2) if args.json
-                  else "\n\n".join(render_status(s) for s in sts))
+                  else "\n\n".join(render_status(s) + _orphan_note(settings.state_dir, s) for s in sts))
             return 0
         rec = _pick_run(db, campaign, args.run)
         if args.action == "report":
