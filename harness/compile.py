@@ -462,7 +462,8 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
             _raise_for_failure(parse_diagnostics(pre.stderr + "\n" + pre.stdout), pre.stderr, policy, "preprocessing")
         owned = _owned_predicate(nvcc)
         # the driver entry-point rule is judged on the preprocessed text: comments gone, macros expanded
-        raise_violations(scan_preprocessed(pre.stdout, owned) + scan_driver_entry_points(pre.stdout, owned))
+        roots = (str(source.parent), str(KERNELS_DIR))
+        raise_violations(scan_preprocessed(pre.stdout, owned, roots) + scan_driver_entry_points(pre.stdout, owned))
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     sweep_stale_builds(cache_dir)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
+import os
 import re
 import shutil
 import subprocess
@@ -291,15 +292,26 @@ def scan_source_includes(text: str, file: str) -> list[PolicyViolation]:
 _MARKER_RE = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"((?: \d)*)\s*$')
 
 
-def scan_preprocessed(text: str, is_owned: Callable[[str], bool]) -> list[PolicyViolation]:
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    real = os.path.realpath(path)
+    return any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def scan_preprocessed(text: str, is_owned: Callable[[str], bool],
+                      roots: tuple[str, ...] = ()) -> list[PolicyViolation]:
     """Forbidden headers entered directly from a candidate-owned file, from ``-E`` line markers.
 
     Args:
         text: nvcc/gcc ``-E`` output with ``# N "file" flags`` markers.
         is_owned: True for a file the candidate wrote (its .cu, its own headers); headers of the
             toolkit and the system are not owned, so what they include for themselves passes.
+        roots: when given, the folders a candidate's own headers must lie in (its folder, kernels/):
+            a file outside them and outside the toolkit and the system (``#include "/etc/passwd"``,
+            ``"../../secret.h"``, through a macro too) is refused, so compiler diagnostics never echo
+            the text of a file the candidate may not read.
     Returns the violations with the includer's file and the ``#include`` line.
     """
+    real_roots = tuple(os.path.realpath(r) for r in roots)
     stack: list[list] = [["", 1, False]]  # [file, next line, system-flagged]
     out: list[PolicyViolation] = []
     seen: set[tuple[str, str]] = set()
@@ -311,6 +323,12 @@ def scan_preprocessed(text: str, is_owned: Callable[[str], bool]) -> list[Policy
         num, fname, flags = int(m.group(1)), m.group(2), m.group(3).split()
         if "1" in flags:
             parent = stack[-1]
+            if real_roots and is_owned(fname) and not _under(fname, real_roots) and ("outside", fname) not in seen:
+                seen.add(("outside", fname))
+                out.append(PolicyViolation(
+                    kind="header", name=fname, file=parent[0] or None, line=parent[1] if parent[0] else None,
+                    reason="a header outside the candidate's folder and kernels/ (and not a toolkit or system "
+                           "header): keep the candidate's own headers next to it"))
             if parent[0] and not parent[2] and is_owned(parent[0]):
                 reason = forbidden_header_reason(fname)
                 if reason and (parent[0], fname) not in seen:

@@ -178,6 +178,29 @@ def test_indirect_include_of_missing_forbidden_header(cache: Path) -> None:
     assert v["name"] == "cublas_v2.h" and v["file"].endswith("helper_cublas.h") and v["line"] == 2
 
 
+@pytest.mark.parametrize("spelling", ["absolute", "macro", "dotdot"])
+def test_include_outside_the_candidate_folder_is_refused_without_its_text(
+        cache: Path, tmp_path: Path, spelling: str) -> None:
+    """A file outside the candidate's folder (not toolkit or system) would otherwise reach nvcc, whose
+    diagnostics quote its lines: an agent confined to the workspace could read any file through them."""
+    secret = tmp_path / "secret" / "token.txt"
+    secret.parent.mkdir()
+    secret.write_text("TOPSECRET_42 = 1;\n")
+    cand = tmp_path / "cand" / "k.cu"
+    cand.parent.mkdir()
+    include = {"absolute": f'#include "{secret}"', "macro": f'#define P "{secret}"\n#include P',
+               "dotdot": '#include "../secret/token.txt"'}[spelling]
+    cand.write_text(f'#include "attn_abi.h"\n{include}\n'
+                    'extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t s) { return 0; }\n')
+    with pytest.raises(PolicyError) as exc:
+        compile_kernel(cand, cache_dir=cache)
+    assert "token.txt" in exc.value.message and "outside the candidate's folder" in exc.value.message
+    assert "TOPSECRET" not in exc.value.message and "TOPSECRET" not in json.dumps(exc.value.details)
+    # with the policy off (the user's explicit choice) the same file reaches nvcc
+    with pytest.raises(CompileError):
+        compile_kernel(cand, cache_dir=cache, policy=False)
+
+
 def test_toolkit_internal_includes_pass_real_preprocessor() -> None:
     """CUB includes thrust/ and pthread.h for itself; only the candidate's own includes count."""
     from harness.compile import _owned_predicate
