@@ -848,6 +848,9 @@ int launch_mma(const KParams& kp, const Plan& pl, cudaStream_t stream) {
 #ifndef ATTN_DEC_NW
 #define ATTN_DEC_NW 2  // warps per decode CTA (each its own key tiles)
 #endif
+#ifndef ATTN_DEC_PF
+#define ATTN_DEC_PF 0  // session 9 candidate: the warp also prefetches its tile this many tiles ahead of the ring into L2
+#endif                 // (cp.async.bulk.prefetch.L2, one 256 B K row and one V row per lane; 0: off)
 #ifndef ATTN_DEC_ST
 #define ATTN_DEC_ST 3  // cp.async stages per warp
 #endif
@@ -996,6 +999,15 @@ __global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn
         __syncwarp();  // every lane's copies of tile it visible to the warp; every lane done with tile it - 1
         if (it + ST - 1 < my_n) load_tile(it + ST - 1, wr);
         cp_async_commit();
+#if ATTN_DEC_PF > 0
+        if (it + ST - 1 + ATTN_DEC_PF < my_n) {  // rows of a later tile of this warp into L2 (no shared memory)
+            const int r = (t_beg + warp + (it + ST - 1 + ATTN_DEC_PF) * NW) * BN + lane;
+            if (r < sk) {
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], 256;\n" ::"l"(kg + (long long)r * p.k_rs) : "memory");
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], 256;\n" ::"l"(vg + (long long)r * p.v_rs) : "memory");
+            }
+        }
+#endif
         wr = (wr + 1 == ST) ? 0 : wr + 1;
 
         const int n0 = (t_beg + warp + it * NW) * BN;

@@ -12,6 +12,13 @@ as `attnq verify` runs it, and is timed by the launcher's events around isolated
   orig+flush       after the original's timed call in its own launcher on its own arena, then flush + sync
   matmul+flush     after twelve 8192^3 bf16 matmuls in this process, then flush + sync
   right after orig the original's timed call, then the candidate's at once
+  scale F          both arenas re-laid out dense with softmax_scale F / sqrt(head_dim) (verify draws F in
+                   [0.5, 1.5] on half of its calls), refilled, flush + sync
+  padded_kv / padded_all / dense again   the same on verify's other drawn layouts, and back on dense
+  read 2GB+flush / write 2GB+flush       a 2 GB read (sum) / write (zero) in this process, then flush + sync
+  read orig arena+flush / read cand arena+flush   this process reads the original's / the candidate's input
+                   regions (the memory the original's call reads, through this process's mapping), flush + sync
+PROBE_CONDITIONS=a,b (labels as above) runs only those.
 Prints the median (us) of each. Written for the decode discrepancy of kernels/NOTES.md (session 7): attnq's verdict
 times b64 sq4 h32x8 decode at ~228 us, every standalone reproduction at ~147 us; the pieces the loop adds are
 tried one at a time here. Build the libraries with `scripts/kernel_bench.py FILE --variant NAME= --build-only
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -61,6 +69,25 @@ def _buffers(k: LauncherKernel, sc, arenas: CudaArenas, sms: int) -> tuple[Buffe
     return bufs, p
 
 
+def _params(bufs: Buffers, sc, sms: int):
+    """The call's params on ``bufs``' current views (and its workspace)."""
+    p = make_params(bufs.q, bufs.k, bufs.v, bufs.o_c, bufs.lse_c, softmax_scale=bufs.scale, causal=sc.causal,
+                    num_sms=sms)
+    if bufs.workspace is not None:
+        p.workspace, p.workspace_bytes = bufs.workspace.data_ptr(), bufs.workspace_bytes
+    return p
+
+
+_BIG: list = []
+
+
+def big():
+    """A 2 GB device buffer of this process (allocated on first use): more memory than any scenario's inputs."""
+    if not _BIG:
+        _BIG.append(torch.empty(2 << 30, dtype=torch.uint8, device="cuda"))
+    return _BIG[0]
+
+
 def probe(sc, cand: LauncherKernel, orig: LauncherKernel, arenas: CudaArenas, sms: int, gen, flush, a) -> str:
     """One scenario: the candidate's median event time (us) after each piece of the loop, as one line."""
     bc, pc = _buffers(cand, sc, arenas, sms)
@@ -79,17 +106,43 @@ def probe(sc, cand: LauncherKernel, orig: LauncherKernel, arenas: CudaArenas, sm
         bc.prepare_outputs()
         flushed()
 
+    def relayout(layout: str, factor: float) -> None:
+        """Both arenas on ``layout`` with softmax_scale factor ``factor`` (as verify's drawn calls), refilled."""
+        nonlocal pc, po
+        for k, b in ((cand, bc), (orig, bo)):
+            b.apply(layout, factor)
+        pc, po = _params(bc, sc, sms), _params(bo, sc, sms)
+        fill()
+
+    def drawn(layout: str, factor: float):
+        return lambda: (relayout(layout, factor), flushed())
+
     before = {"alone": lambda: None, "flush+sync": flushed, "fill+flush": fill,
               "orig+flush": lambda: (orig.timed_call(po, tail=True), flushed()),
               "matmul+flush": lambda: ([a @ a for _ in range(12)], flushed()),
               "right after orig": lambda: orig.timed_call(po, tail=True),
-              "fill large_logits": lambda: fill("large_logits"), "fill shifted": lambda: fill("shifted")}
+              "fill large_logits": lambda: fill("large_logits"), "fill shifted": lambda: fill("shifted"),
+              "scale 0.5": drawn("dense", 0.5), "scale 1.5": drawn("dense", 1.5),
+              "padded_kv": drawn("padded_kv", 1.0), "padded_all": drawn("padded_all", 1.0),
+              "dense again": drawn("dense", 1.0),
+              "read 2GB+flush": lambda: (big().view(torch.int64).sum(), flushed()),
+              "write 2GB+flush": lambda: (big().zero_(), flushed()),
+              "read orig arena+flush": lambda: (sum(t.float().sum() for t in bo.input_regions_t()), flushed()),
+              "read cand arena+flush": lambda: (sum(t.float().sum() for t in bc.input_regions_t()), flushed())}
+    only = [c for c in os.environ.get("PROBE_CONDITIONS", "").split(",") if c]
+    unknown = [c for c in only if c not in before]
+    if unknown:
+        raise SystemExit(f"PROBE_CONDITIONS: unknown {unknown}; known: {list(before)}")
     out = []
     for label, prep in before.items():
+        if only and label not in only:
+            continue
         times = []
         for _ in range(8):
             prep()
             times.append(cand.timed_call(pc, tail=True).event_ms)
+        if label.startswith(("scale", "padded", "dense again")):
+            label += f" ({bc.scale:.4f})"
         out.append(f"{label} {statistics.median(times[1:]) * 1e3:.1f}")
     for k, b in ((cand, bc), (orig, bo)):
         k.detach(b)
