@@ -4,7 +4,8 @@
   place when done; a process killed mid-build (kill -9) leaves its temp dir behind, and the next build
   removes it.
 - :func:`check_nvcc_path`: nvcc runs its stages through ``sh -c`` with each path in double quotes, so a
-  path holding one of :data:`NVCC_UNSAFE_PATH_CHARS` fails deep inside nvcc; it is refused up front, by name.
+  path holding one of :data:`NVCC_UNSAFE_PATH_CHARS` (or a file name holding a comma) fails deep inside nvcc;
+  it is refused up front, by name.
 """
 
 from __future__ import annotations
@@ -29,14 +30,27 @@ STALE_AFTER_S = 600.0
 #: preprocessor's ``# line "file"`` markers cannot hold a control character (a newline ends the marker:
 #: '"tmpxft_..." is not a valid filename').
 NVCC_UNSAFE_PATH_CHARS = '"$`\\' + "".join(map(chr, range(1, 32))) + "\x7f"
+#: Characters nvcc cannot take in the source file's own name (directories may hold them): nvcc names its
+#: intermediate files after it and hands them to fatbinary as comma-separated ``keyword=value`` lists
+#: (``--image3=kind=elf,sm=90a,file=NAME.cubin``), so a comma in the name ends the list early ("'...cubin'
+#: is not in 'keyword=value' format").
+NVCC_UNSAFE_NAME_CHARS = ","
 
 
-def check_nvcc_path(path: Path, what: str) -> None:
-    """InputError naming the character when ``path`` holds one nvcc cannot handle (:data:`NVCC_UNSAFE_PATH_CHARS`)."""
-    bad = sorted({ch for ch in str(path) if ch in NVCC_UNSAFE_PATH_CHARS})
+def nvcc_unsafe_chars(path: Path, is_file: bool = True) -> list[str]:
+    """The characters of ``path`` nvcc cannot build with, sorted: :data:`NVCC_UNSAFE_PATH_CHARS` anywhere and,
+    for a source file (``is_file``), :data:`NVCC_UNSAFE_NAME_CHARS` in its name."""
+    return sorted({ch for ch in str(path) if ch in NVCC_UNSAFE_PATH_CHARS}
+                  | ({ch for ch in path.name if ch in NVCC_UNSAFE_NAME_CHARS} if is_file else set()))
+
+
+def check_nvcc_path(path: Path, what: str, is_file: bool = True) -> None:
+    """InputError naming the character when ``path`` (a source file, or a directory when not ``is_file``)
+    holds one nvcc cannot handle (:func:`nvcc_unsafe_chars`)."""
+    bad = nvcc_unsafe_chars(path, is_file)
     if bad:
         raise InputError(f"{what} {path}: nvcc cannot build a path with {' or '.join(map(repr, bad))} in it "
-                         "(it passes paths through a shell); rename it")
+                         "(it passes paths through a shell and file names through comma-separated lists); rename it")
 
 
 def _pid_alive(pid: int) -> bool:

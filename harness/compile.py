@@ -442,7 +442,7 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
 
         cache_dir = Settings().state_dir / "build"
     cache_dir = Path(cache_dir).resolve()
-    check_nvcc_path(cache_dir, "the build cache")
+    check_nvcc_path(cache_dir, "the build cache", is_file=False)
     nvcc = find_nvcc()
     version = nvcc_version(nvcc, cache_dir)
     flags = nvcc_flags(arch)

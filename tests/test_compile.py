@@ -402,3 +402,19 @@ def test_replaced_cache_library_is_rebuilt_not_trusted(tmp_path: Path) -> None:
     assert again.build_hash == hashlib.sha256(Path(again.library).read_bytes()).hexdigest()
     assert b"tampered" not in Path(again.library).read_bytes()
     assert compile_kernel(DATA / "tiny.cu", cache_dir=tmp_path).cache_hit
+
+
+def test_a_comma_in_the_file_name_is_refused_by_name_and_in_a_folder_name_builds(tmp_path: Path) -> None:
+    """nvcc hands its intermediate files to fatbinary in comma-separated keyword=value lists, so a source file
+    named ``a,b.cu`` failed deep inside nvcc ("'b...cubin' is not in 'keyword=value' format", found by
+    tests/test_properties.py); it is refused before nvcc, naming the comma, while a comma in a folder name
+    (which nvcc takes) still builds."""
+    tiny = (Path(__file__).parent / "data" / "compile" / "tiny.cu").read_text()
+    bad = tmp_path / "a,b.cu"
+    bad.write_text(tiny)
+    with pytest.raises(InputError, match=r"with ',' in it .*rename it"):
+        compile_kernel(bad, cache_dir=tmp_path / "build")
+    ok = tmp_path / "x,y" / "tiny.cu"
+    ok.parent.mkdir()
+    ok.write_text(tiny + "\n// a comma in the folder only\n")
+    assert Path(compile_kernel(ok, cache_dir=tmp_path / "x,y" / "build").library).is_file()
