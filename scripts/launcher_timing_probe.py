@@ -18,6 +18,9 @@ as `attnq verify` runs it, and is timed by the launcher's events around isolated
   read 2GB+flush / write 2GB+flush       a 2 GB read (sum) / write (zero) in this process, then flush + sync
   read orig arena+flush / read cand arena+flush   this process reads the original's / the candidate's input
                    regions (the memory the original's call reads, through this process's mapping), flush + sync
+  orig tiny+flush  the original's timed call on the smallest bf16 scenario of the suites (its process active, no
+                   large read), flush + sync
+  orig+flush+cand  the original's call, flush, one candidate call, flush: the timed call is the second after it
 PROBE_CONDITIONS=a,b (labels as above) runs only those.
 Prints the median (us) of each. Written for the decode discrepancy of kernels/NOTES.md (session 7): attnq's verdict
 times b64 sq4 h32x8 decode at ~228 us, every standalone reproduction at ~147 us; the pieces the loop adds are
@@ -88,10 +91,13 @@ def big():
     return _BIG[0]
 
 
-def probe(sc, cand: LauncherKernel, orig: LauncherKernel, arenas: CudaArenas, sms: int, gen, flush, a) -> str:
-    """One scenario: the candidate's median event time (us) after each piece of the loop, as one line."""
+def probe(sc, cand: LauncherKernel, orig: LauncherKernel, arenas: CudaArenas, sms: int, gen, flush, a, tiny) -> str:
+    """One scenario: the candidate's median event time (us) after each piece of the loop, as one line.
+    ``tiny``: a small scenario the original also runs (its other process active, without the large read)."""
     bc, pc = _buffers(cand, sc, arenas, sms)
     bo, po = _buffers(orig, sc, arenas, sms)
+    bt, pt = _buffers(orig, tiny, arenas, sms)
+    bt.fill_inputs(gen, "normal", True)
     bo.fill_inputs(gen, "normal", True)
     bc.copy_inputs_from(bo)
     torch.cuda.synchronize()
@@ -128,7 +134,10 @@ def probe(sc, cand: LauncherKernel, orig: LauncherKernel, arenas: CudaArenas, sm
               "read 2GB+flush": lambda: (big().view(torch.int64).sum(), flushed()),
               "write 2GB+flush": lambda: (big().zero_(), flushed()),
               "read orig arena+flush": lambda: (sum(t.float().sum() for t in bo.input_regions_t()), flushed()),
-              "read cand arena+flush": lambda: (sum(t.float().sum() for t in bc.input_regions_t()), flushed())}
+              "read cand arena+flush": lambda: (sum(t.float().sum() for t in bc.input_regions_t()), flushed()),
+              "orig tiny+flush": lambda: (orig.timed_call(pt, tail=True), flushed()),
+              "orig+flush+cand": lambda: (orig.timed_call(po, tail=True), flushed(), cand.timed_call(pc, tail=True),
+                                          flushed())}
     only = [c for c in os.environ.get("PROBE_CONDITIONS", "").split(",") if c]
     unknown = [c for c in only if c not in before]
     if unknown:
@@ -144,7 +153,7 @@ def probe(sc, cand: LauncherKernel, orig: LauncherKernel, arenas: CudaArenas, sm
         if label.startswith(("scale", "padded", "dense again")):
             label += f" ({bc.scale:.4f})"
         out.append(f"{label} {statistics.median(times[1:]) * 1e3:.1f}")
-    for k, b in ((cand, bc), (orig, bo)):
+    for k, b in ((cand, bc), (orig, bo), (orig, bt)):
         k.detach(b)
         arenas.free(b.arena)
     return " | ".join(out) + " (us)"
@@ -158,11 +167,12 @@ def main() -> None:
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     suite = {s.id: s for name in ("production", "full") for s in load_suite(name).scenarios}
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    tiny = min(suite.values(), key=lambda t: (t.dtype != "bf16", t.flops))  # the original's other-process call, small
     cand, orig = _launcher("candidate", cand_lib, arenas, guard), _launcher("original", orig_lib, arenas, guard)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1)
     for sid in ids:
-        print(f"{sid}: {probe(suite[sid], cand, orig, arenas, sms, gen, flush, a)}", flush=True)
+        print(f"{sid}: {probe(suite[sid], cand, orig, arenas, sms, gen, flush, a, tiny)}", flush=True)
     cand.close()
     orig.close()
 
