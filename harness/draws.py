@@ -117,6 +117,7 @@ class CallDrawer:
 
     def __init__(self, sc: Scenario, seed: int, *, draws: int, repeats: int, min_samples: int,
                  layouts: tuple[str, ...] = LAYOUTS, split: bool = False) -> None:
+        from harness.full_check import FullChecks
         from harness.repeats import SourcePlan
 
         self.sc, self.rng, self.layouts = sc, random.Random(seed), layouts
@@ -140,6 +141,8 @@ class CallDrawer:
         self.sources = SourcePlan(self.rng, keys, repeats, layouts=layouts, first=self.timed_layout,
                                   counted=set(keys[draws:]) if self.declared else None)
         self.deck: list[tuple[str, bool]] = []
+        #: which timed calls are checked whole against the fp32 reference (harness/full_check.py)
+        self.full = FullChecks(seed ^ 0xF011)
         #: fresh timed samples the loop must reach (the last scheduled declared call's, plus one)
         self.samples_needed = self.declared_at[-1] + 1 if self.declared_at else 0
 
