@@ -3,8 +3,9 @@ source). Runs in the worker process (harness/worker.py); the candidate runs else
 process, harness/launcher.py) and only ever sees its own buffers.
 
 Per scenario: the workspace query of each kernel on parameters whose data pointers are NULL, once per
-layout, before any buffer exists (its work is finished before the query returns); two arenas (the
-candidate's, mapped into its process, and the original's, never shown to it). Per call, checked or timed: a drawn layout, softmax_scale
+layout, before any buffer exists (its work is finished before the query returns), the workspaces weighed
+against the free memory (harness.memory.workspace_refusal); two arenas (the candidate's, mapped into its
+process, and the original's, never shown to it). Per call, checked or timed: a drawn layout, softmax_scale
 and value kind (harness/draws.py); pristine inputs in the original's arena, copied whole into the
 candidate's; outputs poisoned and the workspace filled with garbage; the candidate called on one path
 (``_cand_call``: flushes, the launcher's timed call); after the call the candidate's inputs are compared
@@ -221,6 +222,10 @@ class Runner:
         except WorkAfterReturn as exc:
             base.failure_kind, base.check, base.message = "work_after_return", "work_after_return", str(exc)
             return base
+        refused = self._workspace_refusal(sc, ws_c, ws_o)
+        if refused:  # the memory guard again, with the workspaces asked for (2**60 bytes: a refusal, no crash)
+            base.failure_kind, base.check, base.message = "out_of_memory", "memory_guard", refused
+            return base
         bufs_c = Buffers(torch, sc, dtype, self.device, workspace_bytes=ws_c, allocate=self.allocate)
         bufs_o = Buffers(torch, sc, dtype, self.device, workspace_bytes=ws_o, allocate=self.allocate)
         attached: list[tuple[KernelEndpoint, Buffers]] = []
@@ -247,6 +252,14 @@ class Runner:
         finally:
             self._release(attached, bufs_c, bufs_o)
         return self._summarize(base, sc, *timing)
+
+    def _workspace_refusal(self, sc: Scenario, ws_c: int, ws_o: int) -> str | None:
+        """harness.memory.workspace_refusal against the device's free memory (the host's on the CPU)."""
+        from harness.memory import device_free_bytes, host_free_bytes, workspace_refusal
+
+        cuda = self.dev.kind == "cuda"
+        free = device_free_bytes(self.torch, self.job.gpu, ws_c + ws_o) if cuda else host_free_bytes()
+        return workspace_refusal(sc, ws_c, ws_o, free)
 
     def _release(self, attached: list, *bufs: Buffers) -> None:
         try:
