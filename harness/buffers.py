@@ -18,6 +18,7 @@ Used by the checker and CPU tests; torch is passed in, not imported.
 from __future__ import annotations
 
 import math
+import mmap
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,13 @@ from harness.scenarios import Scenario
 GUARD_BYTES = 64 << 10
 #: Elements of head padding in the padded layouts (16 bytes for bf16/fp16: rows stay 16-byte aligned).
 PAD = 8
+#: An arena's size is a multiple of this (bytes; the CPU: the page size), and its last guard band reaches its
+#: end: what a process maps of the arena (whole pages; a cudaMalloc's 2 MiB granules) is guarded up to the last
+#: byte, so no write past the last region lasts unseen (the two candidate processes map the same arena).
+ARENA_GRANULE = {"cuda": 2 << 20}
+#: Workspace sizes are rounded up to this (bytes): the guard after the workspace starts at the size the kernel
+#: is given (``workspace_bytes``), 256-byte aligned like every region.
+WORKSPACE_ALIGN = 256
 #: Byte written over the whole workspace before every call (0xFFFFFFFF is a NaN as fp32): scratch holds
 #: no state from an earlier call and no zeros a kernel could rely on.
 WORKSPACE_FILL = 0xFF
@@ -93,24 +101,29 @@ class Buffers:
                      (("q", (b, sq, hq)), ("k", (b, sc.seqlen_k, sc.num_heads_kv)),
                       ("v", (b, sc.seqlen_k, sc.num_heads_kv)), ("o", (b, sq, hq)))}
         self.input_regions = [k for k in ("qkv", "q", "k", "v") if k in sizes]
-        plan = [*sizes.items(), ("lse", b * hq * sq * 4), ("ws", workspace_bytes)]
+        #: the workspace's size as the kernel is given it: the request rounded up to WORKSPACE_ALIGN
+        self.workspace_bytes = _align(workspace_bytes, WORKSPACE_ALIGN)
+        # every region's size a multiple of 4 (its guard after it starts on an fp32 word): a 2-byte tail is the
+        # region's, where the "outside the view" or the whole-region input comparison sees a write into it
+        plan = [*((k, _align(n, 4)) for k, n in sizes.items()), ("lse", b * hq * sq * 4), ("ws", self.workspace_bytes)]
         offsets: dict[str, tuple[int, int]] = {}
         off = 0
         for name, n in plan:
             off += GUARD_BYTES
             offsets[name] = (off, n)
             off = _align(off + n) + GUARD_BYTES
-        self.nbytes = off
-        self.arena = allocate(off) if allocate else torch.empty(off, dtype=torch.uint8, device=device)
-        self.workspace_bytes = workspace_bytes
+        self.nbytes = _align(off, ARENA_GRANULE.get(device, mmap.PAGESIZE))
+        self.arena = allocate(self.nbytes) if allocate else torch.empty(self.nbytes, dtype=torch.uint8, device=device)
         self._data: dict[str, Any] = {}
         #: (where, guard tensor) or (where, None) for "outside the view" of a region (counted against a view)
         self._guards: list[tuple[str, Any]] = []
         self._outside: dict[str, str] = {}
-        for name, (start, n) in offsets.items():
+        for i, (name, (start, n)) in enumerate(offsets.items()):
             dt = torch.float32 if name == "lse" else (torch.uint8 if name == "ws" else dtype)
             before = self.arena[start - GUARD_BYTES:start]
-            after = self.arena[start + n:start + n + GUARD_BYTES]
+            # after: up to the next region's guard (the alignment gap included), the last one to the arena's end
+            end = self.nbytes if i == len(offsets) - 1 else _align(start + n) + GUARD_BYTES
+            after = self.arena[start + n:end]
             self._data[name] = self.arena[start:start + n].view(dt)
             label = "the workspace" if name == "ws" else ("packed qkv" if name == "qkv" else name)
             self._guards += [(f"before {label}", before.view(torch.float32)), (f"after {label}", after.view(torch.float32))]

@@ -3,8 +3,8 @@
 Every call a kernel sees (checked or timed) draws its layout and scale from the same distribution, so
 a kernel cannot tell a checked call from a timed one by its parameters. Determinism repeats run after the
 last fresh timed call; each replays an earlier call of the scenario, its source: a uniformly random one
-among all the fresh calls of a value key, checked or timed (harness/repeats.py: source slots stratified by
-value key, filled by reservoir sampling), with the batch or head order permuted where the shape allows (so
+among all the fresh calls of a stratum, checked or timed (harness/repeats.py: source slots stratified by
+value key and layout, filled by reservoir sampling), with the batch or head order permuted where the shape allows (so
 neither its pointers nor its content at fixed places match the source's). With a second candidate process
 (``split``), each repeat runs in the process that did not run its source, which never saw the source's
 inputs or outputs: a cache in the candidate's memory, keyed by anything at all, cannot hand a repeat its
@@ -117,6 +117,7 @@ class CallDrawer:
 
     def __init__(self, sc: Scenario, seed: int, *, draws: int, repeats: int, min_samples: int,
                  layouts: tuple[str, ...] = LAYOUTS, split: bool = False) -> None:
+        from harness.full_check import FullChecks
         from harness.repeats import SourcePlan
 
         self.sc, self.rng, self.layouts = sc, random.Random(seed), layouts
@@ -131,13 +132,17 @@ class CallDrawer:
         n_declared = declared_samples(min_samples) if self.declared else 0
         #: fresh timed samples on the declared values (checked, never counted in a time)
         self.declared_at = sorted(self.rng.sample(range(max(min_samples, n_declared)), n_declared))
-        #: the repeats' source slots (harness/repeats.py)
-        self.sources = SourcePlan(self.rng, [values_key(self.kinds[i % draws], i >= draws)
-                                             for i in range(self.checked_draws)], repeats)
-        self.deck: list[tuple[str, bool]] = []
         #: the layout the timing statistics are taken over ("dense" when layouts are drawn; None: a declared
         #: layout, every sample counts)
         self.timed_layout: str | None = "dense" if "dense" in layouts and len(layouts) > 1 else None
+        keys = [values_key(self.kinds[i % draws], i >= draws) for i in range(self.checked_draws)]
+        #: the repeats' source slots (harness/repeats.py), stratified by value key and layout; the timed layout's
+        #: slot (slot 0) holds calls of a key whose timed calls count (ordinary ones where inputs are declared)
+        self.sources = SourcePlan(self.rng, keys, repeats, layouts=layouts, first=self.timed_layout,
+                                  counted=set(keys[draws:]) if self.declared else None)
+        self.deck: list[tuple[str, bool]] = []
+        #: which timed calls are checked whole against the fp32 reference (harness/full_check.py)
+        self.full = FullChecks(seed ^ 0xF011)
         #: fresh timed samples the loop must reach (the last scheduled declared call's, plus one)
         self.samples_needed = self.declared_at[-1] + 1 if self.declared_at else 0
 
@@ -161,7 +166,7 @@ class CallDrawer:
 
     def _fresh(self, call: int, kind: str, process: int, ordinary: bool, counted: bool = True) -> CallDraw:
         layout, factor = self._layout_scale()
-        keep = self.sources.offer(values_key(kind, ordinary))
+        keep = self.sources.offer(values_key(kind, ordinary), layout)
         d = CallDraw(layout=layout, scale_factor=factor, kind=kind, process=process, ordinary=ordinary, call=call,
                      keep=keep, counted=counted)
         self.sources.hold(keep, d)

@@ -8,6 +8,7 @@ A scenario whose estimate exceeds what the GPU has is refused with the numbers b
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
@@ -27,6 +28,8 @@ FLUSH_BYTES = 256 << 20
 REPEAT_LAUNCHER_BYTES = 768 << 20
 #: Guard bytes around each allocation (harness/buffers.py GUARD_BYTES, both sides).
 _GUARDS = 2 * (64 << 10)
+#: An arena's rounding to the allocation granule, at most (harness.buffers.ARENA_GRANULE).
+_GRANULE = 2 << 20
 #: fp32 score block of the reference, at most (harness/reference.py: chunk_heads keeps it near 1 GiB).
 _REF_BLOCK = 1 << 30
 
@@ -58,7 +61,7 @@ def estimate_peak_bytes(sc: Scenario) -> PeakEstimate:
     else:  # every region sized for a head stride of head_dim + 8 (harness.buffers.PAD)
         w = (sc.head_dim + 8) / sc.head_dim
         stor = {"q": int(n_q * w), "k": int(n_kv * w), "v": int(n_kv * w), "o": int(n_q * w)}
-    arena = sum(stor.values()) * el + (len(stor) + 2) * _GUARDS + 4 * n_lse
+    arena = sum(stor.values()) * el + (len(stor) + 2) * _GUARDS + 4 * n_lse + _GRANULE  # rounded to a granule
     buffers = 2 * arena
     copies = (MAX_SOURCES + 1) * ((2 * n_q + 2 * n_kv) * el + 4 * n_lse)
     # reference: o and lse fp32, k and v upcast for a chunk of heads, the score block (+ a temporary), q chunk
@@ -101,21 +104,57 @@ def device_total_bytes(gpu: int) -> int | None:
 
 
 
-def worker_refusal(torch: object, sc: Scenario, gpu: int) -> str | None:
-    """In the worker, before a scenario's first allocation: a plain message when its estimate exceeds the
-    device memory free now (torch's cached blocks count as free; the cache is emptied once to make sure)."""
+def device_free_bytes(torch: object, gpu: int, need: int = 0) -> int:
+    """Bytes of device memory free for the worker now: the driver's free memory plus torch's cached, unused
+    blocks; when that is below ``need``, torch's cache is emptied once and it is read again."""
     cuda = torch.cuda  # type: ignore[attr-defined]
-    est = estimate_peak_bytes(sc)
 
     def free_bytes() -> int:
         free, _ = cuda.mem_get_info(gpu)
         return int(free) + int(cuda.memory_reserved(gpu)) - int(cuda.memory_allocated(gpu))
 
     free = free_bytes()
-    if est.total > free:
+    if free < need:
         cuda.empty_cache()
         free = free_bytes()
+    return free
+
+
+def host_free_bytes() -> int:
+    """Bytes of host memory available now (``MemAvailable`` of /proc/meminfo; else free pages): the CPU
+    checker's arenas are host memory."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def worker_refusal(torch: object, sc: Scenario, gpu: int) -> str | None:
+    """In the worker, before a scenario's first allocation: a plain message when its estimate exceeds the
+    device memory free now (torch's cached blocks count as free; the cache is emptied once to make sure)."""
+    est = estimate_peak_bytes(sc)
+    free = device_free_bytes(torch, gpu, est.total)
     if est.total <= free:
         return None
     return (f"scenario {sc.id} needs an estimated {est.describe()} of device memory; {free / GIB:.1f} GiB are "
             "free: refused before allocating anything")
+
+
+def workspace_refusal(sc: Scenario, ws_candidate: int, ws_original: int, free_bytes: int) -> str | None:
+    """After the workspace queries, before any arena exists: a plain message (with the bytes asked for) when
+    the candidate's workspace (``ws_candidate`` bytes, from ``attn_fwd_workspace_bytes``), the original's and the
+    scenario's estimate (:func:`estimate_peak_bytes`) together exceed ``free_bytes`` (the device's free memory,
+    or the host's on the CPU checker); else None. A workspace of 2**60 bytes is a refusal with its number
+    (``out_of_memory``, ``memory_guard``), never an allocator's crash."""
+    est = estimate_peak_bytes(sc)
+    need = est.total + ws_candidate + ws_original
+    if need <= free_bytes:
+        return None
+    return (f"scenario {sc.id}: the candidate's workspace query asked for {ws_candidate} bytes "
+            f"({ws_candidate / GIB:.3g} GiB); with the scenario's estimated {est.total / GIB:.1f} GiB and the "
+            f"original's workspace ({ws_original} bytes) that is {need / GIB:.3g} GiB, and {free_bytes / GIB:.1f} GiB "
+            "are free: refused before allocating it")

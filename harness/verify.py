@@ -70,8 +70,9 @@ class VerifyOptions(BaseModel):
     scenario_timeout_s: float = Field(default=60.0, gt=0, description="limit per scenario (hang detection)")
     run_timeout_s: float = Field(default=900.0, gt=0, description="limit for the whole run")
     draws: int = Field(default=2, ge=2, le=6, description="fresh random input draws per scenario")
-    repeats: int = Field(default=3, ge=1, le=10, description="determinism repeats at random places among the timed "
-                         "calls, each of an earlier call (reordered values, bitwise comparison)")
+    repeats: int = Field(default=4, ge=1, le=10, description="determinism repeats after the fresh timed calls, each "
+                         "of an earlier call (reordered values, bitwise comparison); 4 or more: every drawn layout "
+                         "and (up to 4) every value key has a source slot")
     load_timeout_s: float = Field(default=20.0, gt=0, description="limit for loading each library (constructors)")
     goal_speedup: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="goal: geomean speedup >= this")
     goal_against: GoalAgainst = Field(default="original")

@@ -43,8 +43,8 @@ class WorkerJob(BaseModel):
     first_index: int = 0
     seed: int
     draws: int = 2
-    repeats: int = Field(default=3, ge=1, description="determinism repeats among the timed calls, each of an "
-                       "earlier call (harness/repeats.py)")
+    repeats: int = Field(default=4, ge=1, description="determinism repeats after the fresh timed calls, each of an "
+                       "earlier call (harness/repeats.py; 4: every drawn layout has a source slot)")
     anchors: list[AnchorName] = []
     gpu: int = 0
     min_samples: int = 10

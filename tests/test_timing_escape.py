@@ -110,9 +110,11 @@ def test_the_order_and_the_tail_reach_the_timed_calls_and_the_log(tmp_path: Path
                          diag_order=order, diag_timing_log=str(log))
     res = runner.run(SC, 0)
     assert res.correct, res.message
-    n = len(cand.timed)  # 4, or more until 3 fresh dense calls were timed
-    assert n == len(orig.timed) >= 4 and all(t for _, t in cand.timed + orig.timed)
-    orig_first = [o[0] < c[0] for c, o in zip(cand.timed, orig.timed, strict=True)]
+    n = len(orig.timed)  # 4, or more until 3 fresh dense calls were timed
+    assert len(cand.timed) == n + 2 and n >= 4  # the candidate's 2 checked draws take the timed path too
+    loop = cand.timed[2:]
+    assert all(t for _, t in cand.timed + orig.timed)
+    orig_first = [o[0] < c[0] for c, o in zip(loop, orig.timed, strict=True)]
     assert orig_first == {"candidate_first": [False] * n, "original_first": [True] * n,
                           "alternate": [i % 2 == 1 for i in range(n)]}[order]
     (rec,) = [json.loads(line) for line in log.read_text().splitlines()]

@@ -218,8 +218,8 @@ def test_the_device_tail_is_asked_of_the_launchers_and_logged(built: Path, tmp_p
     order = [s["orig_first"] for s in rec["samples"]]  # 4 samples, or more until 3 fresh dense calls
     assert rec["split"] is True and len(order) >= 4 and order == [i % 2 == 1 for i in range(len(order))]
     assert all(s["tail_c"] == 0.0 and s["tail_o"] == 0.0 for s in rec["samples"])
-    reps = [s for s in rec["samples"] if s["repeat"]]  # the last 3, each in the launcher its source did not run in
-    assert len(reps) == 3 and rec["samples"][-3:] == reps and all(s["repeat_of"] and not s["counted"] for s in reps)
+    reps = [s for s in rec["samples"] if s["repeat"]]  # the last 4 (the default), each in its source's other launcher
+    assert len(reps) == 4 and rec["samples"][-4:] == reps and all(s["repeat_of"] and not s["counted"] for s in reps)
     assert all(s["process"] != _process_of(rec["samples"], s["repeat_of"]) for s in reps)
     with _cpu_candidate(built) as (k, arenas):
         bufs = Buffers(torch, SC, torch.bfloat16, "cpu", allocate=arenas.allocate)

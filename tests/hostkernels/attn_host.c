@@ -29,6 +29,12 @@
  *  15 RACE_SLICE_REPLAY    a "race" (lse's last bits per call) hidden by a cache per (batch, kv head) keyed
  *                          by sampled q/k/v values and the scale
  *  16 RACE_HEAD_REPLAY     the same race, cached per (batch, query head) keyed by the head's first q row
+ * A channel between the two candidate processes (both map the candidate's arena):
+ *  17 RACE_ARENA_SLACK     a "race" (lse's last bits per call and process) whose draws are kept in a table in
+ *                          the arena's page slack, past its last guard band (asks for a 256-byte workspace to
+ *                          find it: the slack starts 64 KiB past the workspace's end): the repeat process
+ *                          looks its call up by a permutation-invariant content key and replays the draw
+ *  18 RACE_NO_CHANNEL      the same race without the table (the control)
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -199,6 +205,27 @@ typedef struct { uint64_t key; int used; uint16_t* o; float* lse; } slot_t;
 static slot_t tab[SLOTS];
 static unsigned calls15 = 0;
 #endif
+#if CHEAT == 17 || CHEAT == 18
+typedef struct { uint64_t key; float noise; uint32_t used; } entry17;
+static unsigned calls17 = 0;
+static uint64_t mix17(uint64_t x) { x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; return x; }
+static uint64_t content17(const attn_fwd_params* p) {  /* a sum over elements of a hash of each: any order */
+    uint64_t key = mix17((uint64_t)(uint32_t)(p->softmax_scale * 1e6f));
+    const void* t[3] = {p->q, p->k, p->v};
+    for (int z = 0; z < 3; ++z) {
+        const int s = z == 0 ? p->seqlen_q : p->seqlen_k, h = z == 0 ? p->num_heads_q : p->num_heads_kv;
+        const int64_t sb = z == 0 ? p->q_batch_stride : z == 1 ? p->k_batch_stride : p->v_batch_stride;
+        const int64_t sr = z == 0 ? p->q_row_stride : z == 1 ? p->k_row_stride : p->v_row_stride;
+        const int64_t sh = z == 0 ? p->q_head_stride : z == 1 ? p->k_head_stride : p->v_head_stride;
+        for (int b = 0; b < p->batch; ++b)
+            for (int i = 0; i < s; ++i)
+                for (int hh = 0; hh < h; ++hh)
+                    for (int c = 0; c < p->head_dim; ++c)
+                        key += mix17(((uint64_t)z << 16 | ((const uint16_t*)t[z])[b * sb + i * sr + hh * sh + c]) + 1);
+    }
+    return key;
+}
+#endif
 #if CHEAT == 9 || CHEAT == 10
 extern int cudaGetDriverEntryPoint(const char* symbol, void** fn, unsigned long long flags, int* status);
 #endif
@@ -210,7 +237,10 @@ __attribute__((constructor)) static void never_returns(void) {
 #endif
 
 size_t attn_fwd_workspace_bytes(const attn_fwd_params* p) {
-#if CHEAT == 1
+#if CHEAT == 17 || CHEAT == 18
+    (void)p;
+    return 256;
+#elif CHEAT == 1
     if (p->q != NULL && p->o != NULL) attention(p, 0, 0.f, 1);  /* the whole job, outside the timed call */
 #elif CHEAT == 2
     if (stashed) {  /* fill the odd rows of the last call's buffers */
@@ -398,6 +428,21 @@ int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
                     if (hit) p->lse[li] = sl->lse[at / p->head_dim]; else sl->lse[at / p->head_dim] = p->lse[li];
                 }
         }
+    return 0;
+#elif CHEAT == 17 || CHEAT == 18
+    ++calls17;
+    float noise = 1e-6f * (float)(1 + (calls17 * 7u + (unsigned)getpid()) % 16u);  /* differs per call and process */
+#if CHEAT == 17
+    const uint64_t key = content17(p);
+    char* slack = (char*)p->workspace + p->workspace_bytes + 65536;  /* the arena's end, before the fix */
+    entry17* tab17 = (entry17*)slack;
+    const size_t n = (size_t)((((uintptr_t)slack + 4095) & ~(uintptr_t)4095) - (uintptr_t)slack) / sizeof(entry17);
+    size_t k = 0;
+    while (k < n && tab17[k].used == 0x5EEDu && tab17[k].key != key) ++k;
+    if (k < n && tab17[k].used == 0x5EEDu) noise = tab17[k].noise;  /* the source's draw, from the other process */
+    else if (k < n) { tab17[k].key = key; tab17[k].noise = noise; tab17[k].used = 0x5EEDu; }
+#endif
+    attention(p, 0, noise, 1);
     return 0;
 #elif CHEAT == 9 || CHEAT == 10
     void* fn = NULL;
