@@ -49,6 +49,8 @@ for step in "$@"; do
   case " $STEPS " in *" $step "*) ;; *) echo "gpu_run.sh: unknown step '$step'; steps: $STEPS (--help)" >&2; exit 2 ;; esac
 done
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT/logs"
+# an earlier invocation in the same $OUT left its logs packed: unpack them, so the tar at the end holds both
+[ -f "$OUT/logs.tar.gz" ] && tar -xzf "$OUT/logs.tar.gz" -C "$OUT" && rm -f "$OUT/logs.tar.gz"
 export PYTHONUNBUFFERED=1 ATTNQ_LOG_LEVEL=${ATTNQ_LOG_LEVEL:-warning}
 . scripts/gpu_env.sh
 attnq() { python3 -m attnq "$@"; }
