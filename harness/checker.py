@@ -255,10 +255,10 @@ class Runner:
 
     def _workspace_refusal(self, sc: Scenario, ws_c: int, ws_o: int) -> str | None:
         """harness.memory.workspace_refusal against the device's free memory (the host's on the CPU)."""
-        from harness.memory import device_free_bytes, host_free_bytes, workspace_refusal
+        from harness.memory import device_free_bytes, estimate_peak_bytes, host_free_bytes, workspace_refusal
 
-        cuda = self.dev.kind == "cuda"
-        free = device_free_bytes(self.torch, self.job.gpu, ws_c + ws_o) if cuda else host_free_bytes()
+        need = estimate_peak_bytes(sc).total + ws_c + ws_o  # what workspace_refusal weighs: torch's cache emptied below it
+        free = device_free_bytes(self.torch, self.job.gpu, need) if self.dev.kind == "cuda" else host_free_bytes()
         return workspace_refusal(sc, ws_c, ws_o, free)
 
     def _release(self, attached: list, *bufs: Buffers) -> None:

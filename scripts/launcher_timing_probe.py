@@ -65,11 +65,7 @@ def _buffers(k: LauncherKernel, sc, arenas: CudaArenas, sms: int) -> tuple[Buffe
     bufs = Buffers(torch, sc, torch.bfloat16, "cuda", workspace_bytes=need, allocate=arenas.allocate)
     bufs.apply("dense", 1.0)
     k.attach(bufs)
-    p = make_params(bufs.q, bufs.k, bufs.v, bufs.o_c, bufs.lse_c, softmax_scale=bufs.scale, causal=sc.causal,
-                    num_sms=sms)
-    if bufs.workspace is not None:
-        p.workspace, p.workspace_bytes = bufs.workspace.data_ptr(), bufs.workspace_bytes
-    return bufs, p
+    return bufs, _params(bufs, sc, sms)
 
 
 def _params(bufs: Buffers, sc, sms: int):
