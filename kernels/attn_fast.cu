@@ -854,6 +854,14 @@ int launch_mma(const KParams& kp, const Plan& pl, cudaStream_t stream) {
 #ifndef ATTN_DEC_ST
 #define ATTN_DEC_ST 3  // cp.async stages per warp
 #endif
+#ifndef ATTN_DEC_MI_MIN
+#define ATTN_DEC_MI_MIN 1  // session 10 candidate: 2 runs R <= 16 on the MI = 2 kernel too (rows R..31 padding)
+#endif
+#ifndef ATTN_DEC_QREG
+#define ATTN_DEC_QREG 1  // MI = 1 keeps Q's fragments in registers (0: re-read from shared memory, as MI = 2)
+#endif
+// m16 tiles of the packed rows the decode kernel runs R rows with (ATTN_DEC_MI_MIN 2: always 2)
+constexpr int dec_mi(int R) { return (R <= 16 && ATTN_DEC_MI_MIN < 2) ? 1 : 2; }
 constexpr int kDecBN = 32;  // keys per warp tile
 constexpr int kDecD = 128;
 
@@ -879,7 +887,7 @@ __global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn
     constexpr int NO = D / 8;    // n-tiles of O (16)
     constexpr int RP = 16 * MI;  // packed rows incl. padding
     constexpr int OLD = D + 4;   // fp32 merge row stride (16-byte aligned rows)
-    constexpr bool QREG = MI == 1;
+    constexpr bool QREG = MI == 1 && ATTN_DEC_QREG != 0;
     static_assert(CH == 16, "the K/V copy maps lane -> (chunk lane & 15, row lane >> 4)");
     static_assert(NW * RP * OLD * 4 <= NW * ST * 2 * BN * LDS * 2, "merge buffer fits over the K/V ring");
     static_assert(ST >= 2, "at least double buffering");
@@ -1268,7 +1276,7 @@ int launch_dec_mi(const KParams& kp, const Plan& pl, cudaStream_t stream) {
 
 template <typename T>
 int launch_dec(const KParams& kp, const Plan& pl, cudaStream_t stream) {
-    return kp.R <= 16 ? launch_dec_mi<1, T>(kp, pl, stream) : launch_dec_mi<2, T>(kp, pl, stream);
+    return dec_mi(kp.R) == 1 ? launch_dec_mi<1, T>(kp, pl, stream) : launch_dec_mi<2, T>(kp, pl, stream);
 }
 
 // Splits of attn_dec: the count that minimises a simple time model (memory bound): waves of co-resident CTAs
@@ -1286,7 +1294,7 @@ void dec_plan(const attn_fwd_params* p, Plan& pl, bool workspace_known_ok) {
     const int group = p->num_heads_q / p->num_heads_kv;
     if (!pl.fast || p->head_dim != kDecD || pl.G != group || pl.R > 32 || p->seqlen_k <= 0) return;
     pl.dec = true;
-    pl.bm = 16 * (pl.R <= 16 ? 1 : 2);
+    pl.bm = 16 * dec_mi(pl.R);
     pl.m_blocks = 1;
     const int n_wt = (p->seqlen_k + kDecBN - 1) / kDecBN;
     pl.num_splits = 1;
@@ -1294,7 +1302,7 @@ void dec_plan(const attn_fwd_params* p, Plan& pl, bool workspace_known_ok) {
     if (!workspace_known_ok) return;
     constexpr int NW = ATTN_DEC_NW;
     const int num_sms = p->num_sms > 0 ? p->num_sms : 132;
-    const int smem = pl.R <= 16 ? dec_smem_bytes<NW, 1, ATTN_DEC_ST>() : dec_smem_bytes<NW, 2, ATTN_DEC_ST>();
+    const int smem = dec_mi(pl.R) == 1 ? dec_smem_bytes<NW, 1, ATTN_DEC_ST>() : dec_smem_bytes<NW, 2, ATTN_DEC_ST>();
     int per_sm = (228 * 1024) / (smem + 1024);
     per_sm = per_sm < 1 ? 1 : (per_sm > 8 ? 8 : per_sm);
     const double base = (double)p->batch * pl.num_hb;
