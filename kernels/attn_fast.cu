@@ -1946,7 +1946,7 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_MERGE64 0  // off where the consumer's register budget would spill (d64 at 160, d256 at 240)
 #endif
 #ifndef ATTN_WS_MERGE128
-#define ATTN_WS_MERGE128 1
+#define ATTN_WS_MERGE128 0  // v17 (run 39, H100: d128 grid 0.951 -> 0.985x FA3 in one process); v9-v16: 1
 #endif
 #ifndef ATTN_WS_MERGE256
 #define ATTN_WS_MERGE256 0

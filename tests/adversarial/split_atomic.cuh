@@ -22,8 +22,11 @@ struct NoSkip {
 template <class T, class Skip>
 __global__ void __launch_bounds__(adv::kWarpsPerBlock * 32) split_pv(const attn_fwd_params p) {
     if (Skip::skip()) return;
-    const long long row = (long long)blockIdx.x * adv::kWarpsPerBlock + (threadIdx.x >> 5);
-    const int split = blockIdx.y, lane = threadIdx.x & 31;
+    // the split is the fastest-moving block index: a row's kSplits blocks run at the same time on different
+    // SMs, so the order of their atomics onto one address is the hardware's (with the split as blockIdx.y,
+    // split s of a row ran long before split s + 1 and the sum came out the same on an H100, run 39)
+    const long long row = (long long)blockIdx.y * adv::kWarpsPerBlock + (threadIdx.x >> 5);
+    const int split = blockIdx.x, lane = threadIdx.x & 31;
     if (row >= (long long)p.batch * p.num_heads_q * p.seqlen_q) return;
     const float lse = p.lse[row];
     if (!(lse < INFINITY)) return;  // a row that sees no key: o stays 0
@@ -69,13 +72,14 @@ template <class T, class Skip>
 inline void launch_t(const attn_fwd_params* p, cudaStream_t s) {
     rows_unless<T, Skip><<<adv::row_blocks(p), adv::kWarpsPerBlock * 32, 0, s>>>(*p);  // lse (and a first o)
     cudaMemsetAsync(p->workspace, 0, workspace_bytes(p), s);
-    split_pv<T, Skip><<<dim3(adv::row_blocks(p), kSplits), adv::kWarpsPerBlock * 32, 0, s>>>(*p);
+    split_pv<T, Skip><<<dim3(kSplits, adv::row_blocks(p)), adv::kWarpsPerBlock * 32, 0, s>>>(*p);
     finish<T, Skip><<<1024, 256, 0, s>>>(*p);
 }
 
 template <class Skip = NoSkip>
 inline int launch(const attn_fwd_params* p, cudaStream_t s) {
     if (!adv::supported(p) || p->workspace == nullptr || p->workspace_bytes < workspace_bytes(p)) return 1;
+    if (adv::row_blocks(p) > 65535u) return 1;  // the row blocks are grid.y
     if (adv::row_blocks(p) == 0) return 0;
     if (p->dtype == ATTN_DTYPE_BF16) launch_t<__nv_bfloat16, Skip>(p, s); else launch_t<__half, Skip>(p, s);
     return 0;
