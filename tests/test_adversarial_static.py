@@ -202,3 +202,35 @@ def test_runtime_class_compiles_cleanly(builds: dict, entry: dict[str, Any]) -> 
     if entry["file"] != "allocator_reuse.cu":  # the one class that launches nothing
         assert got.kernels, "no __global__ kernel was built"
     assert Path(got.library).is_file()
+
+
+def _quoted_includes(path: Path, seen: set[Path]) -> list[tuple[Path, str, Path]]:
+    """``(includer, spelled name, resolved path)`` of every ``#include "..."`` reached from ``path`` that
+    resolves next to its includer (the way nvcc finds a quoted header first), followed recursively."""
+    from harness.policy import list_includes
+
+    out = []
+    for _, delim, name in list_includes(path.read_text(errors="replace")):
+        target = (path.parent / name).resolve()
+        if delim != '"' or not target.is_file() or target in seen:
+            continue
+        seen.add(target)
+        out += [(path, name, target), *_quoted_includes(target, seen)]
+    return out
+
+
+def test_corpus_headers_lie_where_the_policy_allows() -> None:
+    """Every corpus kernel that must pass the source policy includes only headers in its own folder or
+    kernels/ (harness.policy.scan_preprocessed's rule): run 40 found six GPU entries refused before any
+    scenario after the rule came in, because libc_walk.cuh included a header of tests/hostkernels/."""
+    from harness import KERNELS_DIR
+
+    roots = (CORPUS.resolve(), KERNELS_DIR.resolve())
+    bad = []
+    for e in BUILT:
+        if e.get("policy", True) is False:
+            continue
+        src = (CORPUS / e["file"]).resolve()
+        bad += [f"{e['file']}: {inc.name} includes {name!r}" for inc, name, target in _quoted_includes(src, {src})
+                if not any(target.is_relative_to(r) for r in roots)]
+    assert not bad, bad

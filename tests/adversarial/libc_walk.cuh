@@ -5,7 +5,8 @@
  * include it show that the run-time rules (seccomp, Landlock, the thread check) hold whatever the
  * library imports. Host code only. */
 #pragma once
-#include "../hostkernels/include/attnq_libc_walk.h"  // rt_resolve: the one copy of the walk
+#include "attnq_libc_walk.h"  // rt_resolve: the one copy of the walk (next to the corpus: the policy refuses
+                               // a header outside the candidate's folder and kernels/)
 
 namespace walk {
 template <class F>

@@ -11,6 +11,8 @@ from harness import KERNELS_DIR
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "attn_host.c"
+#: attnq_libc_walk.h, the one copy of the libc walk, lives with the GPU corpus that includes it (tests/adversarial/)
+WALK_DIR = HERE.parent / "adversarial"
 
 
 def have_cc() -> bool:
@@ -42,6 +44,6 @@ def build(out_dir: Path, *, cheat: int = 0, probe: int = 0, draws: int = 2, prob
         link = [str(rt / "libcudart.so.13"), f"-Wl,-rpath,{rt}"] if rt else []
     if not out.is_file():
         subprocess.run([cc, "-shared", "-fPIC", "-O2", f"-DCHEAT={cheat}", f"-DPROBE={probe}", f"-DDRAWS={draws}", f'-DPROBE_PATH="{probe_path}"',
-                        "-I", str(HERE / "include"), "-I", str(KERNELS_DIR), str(SOURCE), "-o", str(out), "-lm", *link],
+                        "-I", str(HERE / "include"), "-I", str(WALK_DIR), "-I", str(KERNELS_DIR), str(SOURCE), "-o", str(out), "-lm", *link],
                        check=True, capture_output=True, text=True)
     return out, hashlib.sha256(out.read_bytes()).hexdigest()

@@ -1,7 +1,8 @@
 /* attn_host.c — the attnq ABI (kernels/attn_abi.h) implemented on the CPU, for tests of the checker,
  * the launcher and the sandbox on machines without a GPU (tests/test_trust_split.py,
  * tests/test_adversarial_classes.py). Built with gcc and tests/hostkernels/include (a stand-in
- * cuda_runtime.h). One honest body (fp32 softmax, bottom-right causal, GQA, lse, empty rows) and
+ * cuda_runtime.h) and tests/adversarial (attnq_libc_walk.h). One honest body (fp32 softmax, bottom-right
+ * causal, GQA, lse, empty rows) and
  * cheats switched on with -DCHEAT=<n>, each the CPU twin of a GPU kernel in tests/adversarial/:
  *
  *   1 WS_QUERY_WORK     the workspace query does the attention when it sees pointers; attn_fwd does nothing
