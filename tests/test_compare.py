@@ -130,6 +130,9 @@ def test_the_recorded_stage2_campaign_reads_like_with_like(tmp_path: Path) -> No
     # #16 (v16 on the 259-scenario full, 0.957x FA3) is compared with #15 on their common rows and wins
     assert len(every) >= 16 and best_attempt(every[:16]).seq == 16
     assert "best 0.957x FA3 on full (#16)" in state_summary(every[:16])
+    # #17 (v17 on the 2 MiB-rounded arenas, 0.990x FA3) is compared with #16 on the same 259 rows and wins
+    assert len(every) >= 17 and best_attempt(every[:17]).seq == 17
+    assert "best 0.990x FA3 on full (#17)" in state_summary(every[:17])
 
 
 def test_question_outcomes_and_the_report_read_like_with_like(tmp_path: Path) -> None:
