@@ -1951,6 +1951,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_MERGE256
 #define ATTN_WS_MERGE256 0
 #endif
+#ifndef ATTN_WS_D96
+#define ATTN_WS_D96 0  // session 10 candidate: head_dim 96 on the d128 warp-specialized kernel, Q/K/V zero-padded to 128 by TMA
+#endif
 #ifndef ATTN_WS_D192
 #define ATTN_WS_D192 1  // v11: head_dim 192 on the warp-specialized kernel (BN 112, 3 column blocks; run 17: 0.40 -> 0.80x FA3)
 #endif
@@ -2181,10 +2184,14 @@ __device__ __forceinline__ WsUnit<KS> ws_unit(const KParams& p, int t, int m_blo
 
 // TO (only with ATTN_WS_TMA_O, where ws_tma_o holds and the host could build tmO): O leaves through shared memory;
 // QB (with TO, where ws_tma_o_qbuf holds): the staging area is Q's buffer.
+// DR (ATTN_WS_D96): the real head_dim when it is below D: the tensor maps have DR columns, so TMA fills Q/K/V's
+// columns DR..D-1 with zeros (S and P V are exact; O's padded columns come out 0) and the O store skips them; the
+// plain stores write only columns < DR.
 // KS (ATTN_WS_SPLIT, without TO / QB): the CTA's work units are (tile, key split) pairs (ws_unit); each writes
 // fp32 o (normalized by its own sum) and lse (natural log, -inf where the row saw no key of the split) to
 // o_part / lse_part, the layout attn_combine reads.
-template <int D, int BN, int ST, bool PP, int NWG, typename T, bool TO = false, bool QB = false, bool KS = false>
+template <int D, int BN, int ST, bool PP, int NWG, typename T, bool TO = false, bool QB = false, bool KS = false,
+          int DR = D>
 __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     attn_fwd_ws(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                 const __grid_constant__ CUtensorMap tmV, const KParams p, int m_blocks
@@ -2205,6 +2212,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     static_assert(!TO || ATTN_WS_TMA_O, "TO needs the tmO parameter");
     static_assert(!QB || (TO && !MERGE), "QB: O staged in Q's buffer, which a merged boundary still reads");
     static_assert(!KS || (!TO && !QB), "KS: partials leave through plain stores");
+    static_assert(DR <= D && DR % 8 == 0 && (DR == D || !KS), "DR: a padded head_dim, not on the split path");
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
     // TO: the O staging area (consumer c's 64 rows at sO + c * 64 * D * 2, D / 64 column blocks of 64 rows x
@@ -2331,8 +2339,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             T* og = static_cast<T*>(p.o) + w.b * p.o_bs + (long long)row * p.o_rs + w.h * p.o_hs;
 #pragma unroll
             for (int c = 0; c < NO; ++c)
-                *reinterpret_cast<uint32_t*>(og + 8 * c + t2) =
-                    Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
+                if (8 * c < DR)
+                    *reinterpret_cast<uint32_t*>(og + 8 * c + t2) =
+                        Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
             if ((lane & 3) == 0) store_lse(w, row, m[i], l);
         }
     };
@@ -2430,7 +2439,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 }
                 T* og = static_cast<T*>(p.o) + w.b * p.o_bs + (long long)row * p.o_rs + w.h * p.o_hs;
 #pragma unroll 1
-                for (int c = 0; c < NO; ++c) *reinterpret_cast<uint32_t*>(og + 8 * c + t2) = 0u;
+                for (int c = 0; c < DR / 8; ++c) *reinterpret_cast<uint32_t*>(og + 8 * c + t2) = 0u;
                 if ((lane & 3) == 0) p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = INFINITY;
             }
             if (leader) mbar_arrive(bQEmpty);
@@ -2755,12 +2764,13 @@ bool make_map(CUtensorMap* map, const void* ptr, bool bf16, int D, int rows, int
 }
 
 // Returns -1 when the tensor maps cannot describe these tensors (the caller falls back to v5's kernels).
-template <int D, int BN, int ST, bool PP, int NWG, typename T>
+// DR < D (ATTN_WS_D96): the tensors have DR columns; the maps say so and the kernel pads them to D (attn_fwd_ws).
+template <int D, int BN, int ST, bool PP, int NWG, typename T, int DR = D>
 int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     alignas(64) CUtensorMap mq, mk, mv;
-    if (!make_map(&mq, kp.q, bf16, D, kp.sq, kp.hq, kp.batch, kp.q_rs, kp.q_hs, kp.q_bs, 64 * NWG) ||
-        !make_map(&mk, kp.k, bf16, D, kp.sk, kp.hkv, kp.batch, kp.k_rs, kp.k_hs, kp.k_bs, BN) ||
-        !make_map(&mv, kp.v, bf16, D, kp.sk, kp.hkv, kp.batch, kp.v_rs, kp.v_hs, kp.v_bs, BN))
+    if (!make_map(&mq, kp.q, bf16, DR, kp.sq, kp.hq, kp.batch, kp.q_rs, kp.q_hs, kp.q_bs, 64 * NWG) ||
+        !make_map(&mk, kp.k, bf16, DR, kp.sk, kp.hkv, kp.batch, kp.k_rs, kp.k_hs, kp.k_bs, BN) ||
+        !make_map(&mv, kp.v, bf16, DR, kp.sk, kp.hkv, kp.batch, kp.v_rs, kp.v_hs, kp.v_bs, BN))
         return -1;
     constexpr int smem = ws_smem_bytes<D, BN, ST, NWG>();
     static_assert(smem <= 227 * 1024, "shared memory");
@@ -2768,7 +2778,7 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     const long long tiles = (long long)m_blocks * kp.batch * kp.hq;
     KParams kps = kp;
     const int bh_count = kp.batch * kp.hq;
-    const long long kv_head_bytes = 4LL * kp.sk * D / kp.group;  // K + V bytes per query head (bf16 / fp16)
+    const long long kv_head_bytes = 4LL * kp.sk * DR / kp.group;  // K + V bytes per query head (bf16 / fp16)
     kps.sec_heads = ATTN_WS_L2MB > 0 ? (int)max(1LL, min((long long)bh_count, (ATTN_WS_L2MB * 1048576LL) / max(1LL, kv_head_bytes)))
                                      : bh_count;
     const bool persist = ATTN_WS_PERSIST && !(D == 256 && kp.causal && !ATTN_WS_PERSIST_C256 && kp.tile_counter == nullptr);
@@ -2779,18 +2789,18 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     // ATTN_WS_TMA_O_QBUF: where the staging does not fit, in Q's buffer (no more shared memory than without).
     alignas(64) CUtensorMap mo = mq;
     if constexpr (ws_tma_o<D, BN, ST, NWG>() || ws_tma_o_qbuf<D, BN, ST, NWG>()) {
-        if (make_map(&mo, kp.o, bf16, D, kp.sq, kp.hq, kp.batch, kp.o_rs, kp.o_hs, kp.o_bs, 64)) {
+        if (make_map(&mo, kp.o, bf16, DR, kp.sq, kp.hq, kp.batch, kp.o_rs, kp.o_hs, kp.o_bs, 64)) {
             constexpr bool qb = !ws_tma_o<D, BN, ST, NWG>();
             constexpr int smem_o = ws_smem_bytes<D, BN, ST, NWG, !qb>();
             static_assert(smem_o <= 227 * 1024, "shared memory");
-            auto kern_o = attn_fwd_ws<D, BN, ST, PP, NWG, T, true, qb>;
+            auto kern_o = attn_fwd_ws<D, BN, ST, PP, NWG, T, true, qb, false, DR>;
             if (cudaFuncSetAttribute(kern_o, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_o) != cudaSuccess) return 3;
             kern_o<<<(unsigned)grid, 128 * (NWG + 1), smem_o, stream>>>(mq, mk, mv, kps, m_blocks, mo);
             return cudaGetLastError() == cudaSuccess ? 0 : 3;
         }
     }
 #endif
-    auto kern = attn_fwd_ws<D, BN, ST, PP, NWG, T>;
+    auto kern = attn_fwd_ws<D, BN, ST, PP, NWG, T, false, false, false, DR>;
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 3;
 #if ATTN_WS_TMA_O
     kern<<<(unsigned)grid, 128 * (NWG + 1), smem, stream>>>(mq, mk, mv, kps, m_blocks, mo);
@@ -2813,6 +2823,12 @@ int dispatch_ws(const KParams& kp, int D, bool bf16, int num_sms, cudaStream_t s
 #if ATTN_WS_D192
         case 192: return launch_ws<192, ATTN_WS_BN192, 2, true, 2, T>(kp, bf16, num_sms, stream);
 #endif
+#if ATTN_WS_D96
+        case 96:  // the d128 kernel on 96 columns zero-padded to 128 (a third more MMA than needed; TMA pads)
+            if (kp.causal) return launch_ws<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, 96>(kp, bf16, num_sms, stream);
+            return launch_ws<128, ATTN_WS_TMA_O ? ATTN_WS_BN128N_TMAO : ATTN_WS_BN128N, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, 96>(
+                kp, bf16, num_sms, stream);
+#endif
     }
     return -1;
 }
@@ -2822,7 +2838,8 @@ int dispatch_ws(const KParams& kp, int D, bool bf16, int num_sms, cudaStream_t s
 bool use_ws(const attn_fwd_params* p, const Plan& pl) {
     if (!ATTN_WS || !pl.fast || pl.G != 1 || pl.num_splits != 1 || !hopper_device()) return false;
     const int D = p->head_dim;
-    if (D != 128 && D != 256 && !(D == 64 && ATTN_WS_D64) && !(D == 192 && ATTN_WS_D192)) return false;
+    if (D != 128 && D != 256 && !(D == 64 && ATTN_WS_D64) && !(D == 192 && ATTN_WS_D192) && !(D == 96 && ATTN_WS_D96))
+        return false;
     const int num_sms = p->num_sms > 0 ? p->num_sms : 132;
     const long long ctas = (long long)((p->seqlen_q + 127) / 128) * p->batch * p->num_heads_q;
     return ctas >= num_sms;
