@@ -32,11 +32,12 @@ def test_fast_kernel_builds(arch: str, tmp_path: Path) -> None:
     assert "attn_fwd_ws" in names and "attn_fwd_mma" in names and "attn_dec" in names and "attn_combine" in names
 
 
-@pytest.mark.parametrize("knobs", [(("ATTN_WS_THRESH", "8"), ("ATTN_WS_LAZY", "1"))])
+@pytest.mark.parametrize("knobs", [(("ATTN_WS_THRESH", "8"), ("ATTN_WS_LAZY", "1")), (("ATTN_WS_D96", "1"),)],
+                         ids=["thresh-lazy", "d96"])
 def test_fast_kernel_candidate_knobs_build_without_spills(knobs: tuple[tuple[str, str], ...], tmp_path: Path) -> None:
     """The candidates behind off-by-default knobs (kernels/NOTES.md, session 7: the threshold rescale, refused by
-    attnq's tolerance in run 33 but kept for the record) stay buildable and spill-free for sm_90a, as a candidate
-    file with them on."""
+    attnq's tolerance in run 33 but kept for the record; session 10: head_dim 96 on the padded d128 kernel) stay
+    buildable and spill-free for sm_90a, as a candidate file with them on."""
     text = FAST.read_text(encoding="utf-8")
     for knob, value in knobs:
         assert f"#define {knob} 0 " in text, knob
@@ -48,3 +49,5 @@ def test_fast_kernel_candidate_knobs_build_without_spills(knobs: tuple[tuple[str
     assert others == [], others
     assert [k.name for k in result.kernels if k.spill_store_bytes or k.spill_load_bytes] == []
     assert "attn_fwd_ws" in " ".join(k.name for k in result.kernels)
+    if ("ATTN_WS_D96", "1") in knobs:  # the d128 kernel instantiated for 96 real columns (template argument DR = 96)
+        assert any("attn_fwd_ws<128," in k.name and ", 96>(" in k.name for k in result.kernels)
