@@ -2010,6 +2010,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_TMA_O_QBUF
 #define ATTN_WS_TMA_O_QBUF 1  // v14: with ATTN_WS_TMA_O, O staged in Q's buffer where a staging area does not fit (d256; run 27: d256 +3-4%)
 #endif
+#ifndef ATTN_WS_TMA_O_VBUF
+#define ATTN_WS_TMA_O_VBUF 0  // session 10 candidate: O staged over the V ring instead of Q's buffer (FA3's choice), so the
+#endif                        // next tile's Q loads early; the producer holds the next tile's first V until the store read it
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -2105,7 +2108,7 @@ struct WsRegs {
 };
 template <int D, int BN, int ST, int NWG, bool TO = false>
 constexpr int ws_smem_bytes() {
-    return 1024 + 64 * NWG * D * 2 * (TO ? 2 : 1) + 2 * ST * BN * D * 2 + 8 * (3 + 4 * ST);
+    return 1024 + 64 * NWG * D * 2 * (TO ? 2 : 1) + 2 * ST * BN * D * 2 + 8 * (4 + 4 * ST);
 }
 // ATTN_WS_TMA_O: the O staging area (BM x D, as Q) fits next to Q, K and V: d64 (3 consumers) 115800 B,
 // d128 BN 128 197720 B and d128 BN 160 230488 B do; d128 BN 176 (246872), d192 BN 112 (271448) and d256 BN 80
@@ -2122,9 +2125,20 @@ __host__ __device__ constexpr bool ws_merge() {
 // ATTN_WS_TMA_O_QBUF: where the staging area does not fit and the boundary is not merged (d192, d256; a merged
 // boundary reads the next tile's Q before the epilogue), O is staged in Q's buffer, which is dead once the tile's
 // last S GEMM has completed; the next Q is loaded only after the TMA store has read it.
+// ATTN_WS_TMA_O_VBUF: where the staging area does not fit, the boundary is not merged and the V ring holds the
+// CTA's BM x D staging (64 NWG <= ST BN), O is staged over the V ring: each consumer waits until both consumers'
+// last P V of the tile has completed (the ring holds no live V then), stages there and arrives on an O-empty
+// barrier once its TMA store has read it; the producer waits on that barrier before the next tile's first V load.
+// Q's buffer stays Q's: the next tile's Q loads as soon as the last S GEMM is done (QB waits for the store).
+template <int D, int BN, int ST, int NWG>
+constexpr bool ws_tma_o_vbuf() {
+    return ATTN_WS_TMA_O != 0 && ATTN_WS_TMA_O_VBUF != 0 && !ws_tma_o<D, BN, ST, NWG>() && !ws_merge<D>() &&
+           64 * NWG <= ST * BN;
+}
 template <int D, int BN, int ST, int NWG>
 constexpr bool ws_tma_o_qbuf() {
-    return ATTN_WS_TMA_O != 0 && ATTN_WS_TMA_O_QBUF != 0 && !ws_tma_o<D, BN, ST, NWG>() && !ws_merge<D>();
+    return ATTN_WS_TMA_O != 0 && ATTN_WS_TMA_O_QBUF != 0 && !ws_tma_o<D, BN, ST, NWG>() && !ws_merge<D>() &&
+           !ws_tma_o_vbuf<D, BN, ST, NWG>();
 }
 
 // Persistent (v7): grid = min(tiles, SMs) CTAs, 384 threads; CTA c takes tiles c, c + grid, ... in the
@@ -2184,6 +2198,7 @@ __device__ __forceinline__ WsUnit<KS> ws_unit(const KParams& p, int t, int m_blo
 
 // TO (only with ATTN_WS_TMA_O, where ws_tma_o holds and the host could build tmO): O leaves through shared memory;
 // QB (with TO, where ws_tma_o_qbuf holds): the staging area is Q's buffer.
+// VB (with TO, where ws_tma_o_vbuf holds): the staging area is the V ring (consumer c's 64 rows at sV + c * 64 * D * 2).
 // DR (ATTN_WS_D96): the real head_dim when it is below D: the tensor maps have DR columns, so TMA fills Q/K/V's
 // columns DR..D-1 with zeros (S and P V are exact; O's padded columns come out 0) and the O store skips them; the
 // plain stores write only columns < DR.
@@ -2191,7 +2206,7 @@ __device__ __forceinline__ WsUnit<KS> ws_unit(const KParams& p, int t, int m_blo
 // fp32 o (normalized by its own sum) and lse (natural log, -inf where the row saw no key of the split) to
 // o_part / lse_part, the layout attn_combine reads.
 template <int D, int BN, int ST, bool PP, int NWG, typename T, bool TO = false, bool QB = false, bool KS = false,
-          int DR = D>
+          int DR = D, bool VB = false>
 __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     attn_fwd_ws(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                 const __grid_constant__ CUtensorMap tmV, const KParams p, int m_blocks
@@ -2207,10 +2222,11 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // wgmma / setmaxnreg are sm_90a only; the host never launches this kernel elsewhere
 #else
-    constexpr uint32_t kQBytes = BM * D * 2, kKV = BN * D * 2, kOBytes = TO && !QB ? BM * D * 2 : 0;
+    constexpr uint32_t kQBytes = BM * D * 2, kKV = BN * D * 2, kOBytes = TO && !QB && !VB ? BM * D * 2 : 0;
     static_assert(BN % 16 == 0 && BN <= 256 && D % 64 == 0 && (NWG == 2 || NWG == 3), "tile shape");
     static_assert(!TO || ATTN_WS_TMA_O, "TO needs the tmO parameter");
     static_assert(!QB || (TO && !MERGE), "QB: O staged in Q's buffer, which a merged boundary still reads");
+    static_assert(!VB || (TO && !QB && !MERGE && 64 * NWG <= ST * BN), "VB: O staged over the V ring, unmerged");
     static_assert(!KS || (!TO && !QB), "KS: partials leave through plain stores");
     static_assert(DR <= D && DR % 8 == 0 && (DR == D || !KS), "DR: a padded head_dim, not on the split path");
     extern __shared__ uint8_t smem_raw[];
@@ -2219,6 +2235,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     // 128 B each, 1024-aligned like Q/K/V) lies between V and the barriers; without TO it is empty.
     const uint32_t sK = sQ + kQBytes, sV = sK + ST * kKV, sO = sV + ST * kKV, sBar = sO + kOBytes;
     const uint32_t bQ = sBar, bQEmpty = sBar + 8u * (1u + 4 * ST), sTile = sBar + 8u * (2u + 4 * ST);
+    const uint32_t bOEmpty = sBar + 8u * (3u + 4 * ST);  // VB: the consumers' O stores have read the V ring
 #define WS_FULL_K(s) (sBar + 8u * (1u + (s)))
 #define WS_FULL_V(s) (sBar + 8u * (1u + ST + (s)))
 #define WS_EMPTY_K(s) (sBar + 8u * (1u + 2 * ST + (s)))
@@ -2230,6 +2247,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     if (tid == 0) {
         mbar_init(bQ, 1);
         mbar_init(bQEmpty, NWG);
+        mbar_init(bOEmpty, NWG);
 #pragma unroll
         for (int s = 0; s < ST; ++s) {
             mbar_init(WS_FULL_K(s), 1);
@@ -2248,6 +2266,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         regs_dec<WsRegs<NWG>::producer>();
         if (tid == 0) {
             int q_it = 0, kv = 0;  // tiles handed over so far, K/V tiles so far (ring position)
+            int o_it = 0;          // VB: tiles with keys so far (each one O store over the V ring)
             int t = blockIdx.x;
             while (true) {
                 if constexpr (QB) {  // K_0 of the next tile ahead of the Q wait: Q's buffer is free only after the epilogue
@@ -2289,6 +2308,8 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                                 tma_load_4d(sK + s * kKV + c * (BN * 128), &tmK, WS_FULL_K(s), c * 64, (jk + j) * BN, hk, w.b);
                         }
                         if (j > 0) {  // V_{j-1}: one tile behind K, the order the consumers read them in
+                            // VB: the previous tile's O, staged over the V ring, has been read by its TMA stores
+                            if (VB && j == 1 && o_it > 0) mbar_wait(bOEmpty, (o_it - 1) & 1);
                             const int g = kv + j - 1, s = g % ST;
                             mbar_wait(WS_EMPTY_V(s), ((g / ST) & 1) ^ 1);
                             mbar_expect_tx(WS_FULL_V(s), kKV);
@@ -2299,6 +2320,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                         }
                     }
                     kv += w.n_tiles;
+                    ++o_it;
                 }
                 ++q_it;
                 t = p.tile_counter != nullptr ? (int)gridDim.x + atomicAdd(p.tile_counter, 1) : t + (int)gridDim.x;
@@ -2376,10 +2398,12 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         if constexpr (TO) {
             const int bar_o = NWG + 1 + cw;
             constexpr uint32_t cstride = QB ? BM * 128 : 64 * 128;  // bytes between the staging's column blocks
-            const uint32_t so = QB ? sQ + cw * (64 * 128) : sO + cw * (64 * D * 2);
-            // the previous tile's store has read the staging area (QB: waited for before Q's empty arrival); the
+            const uint32_t so = QB ? sQ + cw * (64 * 128) : (VB ? sV : sO) + cw * (64 * D * 2);
+            // the previous tile's store has read the staging area (QB / VB: waited for before the empty arrival); the
             // sync also orders every warp's completed GEMMs (QB: the S GEMMs reading Q) before the writes
-            if (!QB && leader) bulk_wait_read0();
+            if (!QB && !VB && leader) bulk_wait_read0();
+            // VB: the caller's leader has seen both consumers' last P V of the tile complete (V's empty barrier of
+            // that tile), so no GEMM reads the ring; the producer loads no V until this tile's stores have read it
             named_sync(bar_o, 128);
             const int xr = lane >> 2;
             const uint32_t rb = so + (16 * warp + xr) * 128 + (lane & 3) * 4;  // row 16 * warp + xr, bytes 4 * (lane & 3)
@@ -2403,6 +2427,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             if (QB && leader) {  // Q's buffer (this consumer's half) free for the next tile's Q
                 bulk_wait_read0();
                 mbar_arrive(bQEmpty);
+            }
+            if (VB && leader) {  // this consumer's part of the V ring free for the next tile's V
+                bulk_wait_read0();
+                mbar_arrive(bOEmpty);
             }
 #pragma unroll
             for (int i = 0; i < 2; ++i) {  // lse after the store is issued (off the fence's path)
@@ -2666,6 +2694,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 reg_fence(o);
                 reg_fence_u(pa);
                 if (leader) mbar_arrive(WS_EMPTY_V(vs));
+                if (VB && leader) mbar_wait(WS_EMPTY_V(vs), (gv / ST) & 1);  // both consumers' last P V done (VB staging)
                 store_o(w, o, m_r, l_r);
                 if (!MERGE) tn = acquire(wn);
                 if (tn >= total) break;
@@ -2788,12 +2817,13 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     // consumer's 64 rows); else the kernel without it (store_rows), with the same (unused) map parameter.
     // ATTN_WS_TMA_O_QBUF: where the staging does not fit, in Q's buffer (no more shared memory than without).
     alignas(64) CUtensorMap mo = mq;
-    if constexpr (ws_tma_o<D, BN, ST, NWG>() || ws_tma_o_qbuf<D, BN, ST, NWG>()) {
+    if constexpr (ws_tma_o<D, BN, ST, NWG>() || ws_tma_o_qbuf<D, BN, ST, NWG>() || ws_tma_o_vbuf<D, BN, ST, NWG>()) {
         if (make_map(&mo, kp.o, bf16, DR, kp.sq, kp.hq, kp.batch, kp.o_rs, kp.o_hs, kp.o_bs, 64)) {
-            constexpr bool qb = !ws_tma_o<D, BN, ST, NWG>();
-            constexpr int smem_o = ws_smem_bytes<D, BN, ST, NWG, !qb>();
+            constexpr bool vb = ws_tma_o_vbuf<D, BN, ST, NWG>();
+            constexpr bool qb = !ws_tma_o<D, BN, ST, NWG>() && !vb;
+            constexpr int smem_o = ws_smem_bytes<D, BN, ST, NWG, !qb && !vb>();
             static_assert(smem_o <= 227 * 1024, "shared memory");
-            auto kern_o = attn_fwd_ws<D, BN, ST, PP, NWG, T, true, qb, false, DR>;
+            auto kern_o = attn_fwd_ws<D, BN, ST, PP, NWG, T, true, qb, false, DR, vb>;
             if (cudaFuncSetAttribute(kern_o, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_o) != cudaSuccess) return 3;
             kern_o<<<(unsigned)grid, 128 * (NWG + 1), smem_o, stream>>>(mq, mk, mv, kps, m_blocks, mo);
             return cudaGetLastError() == cudaSuccess ? 0 : 3;
