@@ -19,3 +19,29 @@ Layers (each module imports only those above it):
 
 The CLI (``attnq evolve``) and the MCP tools (``evolve_next``/``evolve_submit``) are edges over these.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def report_data(store: Any, campaign_id: str) -> dict[str, Any] | None:
+    """The hook ``attnq report`` calls (report/data.py ``evolve_from_store``): the latest evolve run of
+    ``campaign_id`` in the campaign store's SQLite file (``store.path``) as evolve data
+    (:func:`evolve.report.report_data`), or None when that file has no evolve tables or the campaign no run.
+    Reads only: a store without evolve tables is not given them."""
+    import sqlite3
+
+    from evolve.db import EvolveDB
+    from evolve.report import report_data as _data
+
+    con = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True)
+    try:
+        has = con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'evolve_runs'").fetchone()
+    finally:
+        con.close()
+    if not has:
+        return None
+    with EvolveDB(store.path) as db:
+        runs = db.runs(campaign_id)
+        return _data(db, runs[-1]) if runs else None

@@ -7,6 +7,7 @@ child reached ``full``, the fittest on ``quick``, marked so.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -349,3 +350,35 @@ def trace_rows(db: EvolveDB, run: RunRecord) -> list[dict[str, Any]]:
     rows += [{"record": "evaluation", **e.model_dump(mode="json")} for e in db.evaluations(run.run_id)]
     rows += [{"record": "migration", **m} for m in db.migrations(run.run_id)]
     return rows
+
+
+def evolve_data(rep: Report, *, fitness_against: str = "original",
+                medians: dict[int, float | None] | None = None) -> dict[str, Any]:
+    """A run's report as the evolve data ``attnq report`` draws (report/data.py: format ``attnq-evolve-report``,
+    version 1): per generation the best quick fitness so far, the median of its correct children (``medians``,
+    generation -> value, when known), the children evaluated (rejected near-duplicates are not) and the correct
+    ones; the lineage of the best program, root first, each with its parent and the question that made it (its full
+    fitness where it has one, else its quick one); the ablation arms' best quick fitness against evaluations.
+    Fitness is a geomean speedup against ``fitness_against``."""
+    lineage, parent = [], None
+    for row in rep.lineage:
+        lineage.append({"program_id": str(row.id), "generation": row.generation, "parent_id": parent,
+                        "fitness": row.fitness_full if row.fitness_full is not None else row.fitness_quick,
+                        "question_id": row.question_id})
+        parent = str(row.id)
+    return {"format": "attnq-evolve-report", "version": 1, "fitness_against": fitness_against,
+            "generations": [{"generation": g.generation, "best_fitness": g.best_so_far_quick,
+                             "median_fitness": (medians or {}).get(g.generation),
+                             "evaluated": g.children - g.rejected, "correct": g.correct} for g in rep.generations],
+            "lineage": lineage,
+            "arms": {a.arm: [list(x) for x in a.best_vs_evaluations] for a in rep.arms if a.best_vs_evaluations}}
+
+
+def report_data(db: EvolveDB, run: RunRecord) -> dict[str, Any]:
+    """:func:`evolve_data` of ``run`` with the medians of its generations' correct children (quick fitness)."""
+    fits: dict[int, list[float]] = {}
+    for p in db.programs(run.run_id):
+        if p.status == "correct" and p.fitness_quick is not None:
+            fits.setdefault(p.generation, []).append(p.fitness_quick)
+    medians: dict[int, float | None] = {g: statistics.median(v) for g, v in fits.items()}
+    return evolve_data(build_report(db, run), fitness_against=EvolveConfig(**run.config).goal_against, medians=medians)

@@ -4,8 +4,9 @@ Sources:
 - a verdict: ``Verdict`` JSON as ``attnq verify --json`` prints it, ``.json`` or ``.json.gz``;
 - a campaign: the workspace's campaign store (``harness/store.py``) or a published trace
   (``attnq trace export``, ``jsonl`` or ``json``; questions/trace.py describes the format);
-- evolve data: :class:`EvolveData` as JSON (``attnq evolve`` writes it, or any tool that follows the
-  format below), or ``evolve.report_data(store, campaign_id)`` when an ``evolve`` package provides it.
+- evolve data: :class:`EvolveData` as JSON (any tool that follows the format below), the report of
+  ``attnq evolve report --json`` / ``attnq evolve --report FILE.json`` (converted), or, from the store,
+  ``evolve.report_data(store, campaign_id)`` (the latest run of the campaign).
 
 Evolve data format (``{"format": "attnq-evolve-report", "version": 1, ...}``)::
 
@@ -220,6 +221,13 @@ def load_evolve(path: str | Path) -> EvolveData:
     """
     p = Path(path)
     data = _read_json_file(p)
+    if isinstance(data, dict) and "format" not in data and {"status", "generations", "lineage"} <= data.keys():
+        try:  # `attnq evolve report --json` / `attnq evolve --report FILE.json`: evolve's own report, converted
+            from evolve.report import Report, evolve_data
+
+            data = evolve_data(Report.model_validate(data))
+        except ValidationError as exc:
+            raise _invalid(p, "an `attnq evolve report --json` report", exc) from None
     try:
         return EvolveData.model_validate(data)
     except ValidationError as exc:

@@ -145,6 +145,43 @@ def test_cli_status_report_export_and_the_exported_file_is_a_candidate(climbed, 
     assert "no evolve run 'nope'" in capsys.readouterr().err
 
 
+def test_attnq_report_draws_the_runs_evolve_section_from_the_store_and_from_the_report_file(
+        climbed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`attnq report` finds the campaign's latest evolve run in the store (evolve.report_data, the hook
+    report/data.py calls) and draws the section; `attnq evolve report --json`'s file is accepted by --evolve."""
+    from harness.store import CampaignStore
+    from report.data import evolve_from_store, load_evolve
+
+    st, db = climbed
+    with CampaignStore(st / "campaign.sqlite", campaign_id="default") as store:
+        data = evolve_from_store(store, "default")
+    assert data is not None and data.fitness_against == "original"
+    best = db.program(build_report(db, db.run("climb")).status.best.id)  # type: ignore[union-attr]
+    assert data.lineage[-1].program_id == str(best.id) and data.lineage[0].parent_id is None
+    assert [g.generation for g in data.generations] == [0, 1, 2, 3]
+    assert data.generations[-1].best_fitness == max(p.fitness_quick for p in db.programs("climb")
+                                                    if p.status == "correct" and p.fitness_quick is not None)
+    monkeypatch.setenv("ATTNQ_STATE", str(st))
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "-o", "r.html", "--json"]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert written["figures"] == ["evolve"], written  # the store holds no attempt here: only the search
+    assert main(["evolve", "report", "--run", "climb", "--json"]) == 0
+    (tmp_path / "ev.json").write_text(capsys.readouterr().out, encoding="utf-8")
+    from_file = load_evolve(tmp_path / "ev.json")
+    assert [x.program_id for x in from_file.lineage] == [x.program_id for x in data.lineage]
+
+
+def test_a_typo_in_arms_is_refused_before_any_arm_runs(tmp_path_factory: pytest.TempPathFactory,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    st = state_dir(tmp_path_factory, "evolve-arms")
+    monkeypatch.setenv("ATTNQ_STATE", str(st))
+    monkeypatch.chdir(st)
+    assert main(["evolve", "--from", str(SEED), "--arms", "question,nonne", "--evaluator", "compile_facts",
+                 "--max-evals", "1"]) == 2
+    assert not (st / "campaign.sqlite").exists() or EvolveDB.for_state_dir(st).runs() == []
+
+
 def test_a_run_name_that_is_not_a_plain_name_is_refused_and_nothing_is_written(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """The run name is a folder under <state>/evolve/: '../x' would put programs outside the state dir."""

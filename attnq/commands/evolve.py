@@ -92,6 +92,9 @@ def _run(args: argparse.Namespace) -> int:
     if cfg.scheduler:
         check_scheduler_address(cfg.scheduler)  # before a run is created: a typo leaves no run behind
     arms = [a.strip() for a in args.arms.split(",") if a.strip()] if args.arms else [None]
+    bad = [a for a in arms if a is not None and a not in ("question", "plain", "none")]
+    if bad:  # before any arm runs: a typo in the last arm must not cost the earlier arms' GPU time first
+        raise InputError(f"--arms takes question, plain and none; got {', '.join(map(repr, bad))}")
     seed_path = Path(args.source) if args.source else None
     if seed_path is None and args.run is None:
         seed_path = ORIGINAL_KERNEL
@@ -100,8 +103,6 @@ def _run(args: argparse.Namespace) -> int:
         runs = []
         for arm in arms:
             acfg = cfg if arm is None else cfg.model_copy(update={"arm": arm, "group": args.run or cfg.group or "ablation"})
-            if arm is not None and acfg.arm not in ("question", "plain", "none"):
-                raise InputError(f"--arms takes question, plain and none; got {arm!r}")
             rid = f"{args.run or 'ablation'}-{arm}" if arm is not None else args.run
             with run_lock(settings.state_dir, rid) if rid is not None else contextlib.nullcontext():
                 prior = db.run_or_none(rid) if rid is not None else None
