@@ -8,6 +8,7 @@ mma.sync fallback for head_dim 128 spills a little (ptxas allocates differently 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -50,4 +51,5 @@ def test_fast_kernel_candidate_knobs_build_without_spills(knobs: tuple[tuple[str
     assert [k.name for k in result.kernels if k.spill_store_bytes or k.spill_load_bytes] == []
     assert "attn_fwd_ws" in " ".join(k.name for k in result.kernels)
     if ("ATTN_WS_D96", "1") in knobs:  # the d128 kernel instantiated for 96 real columns (template argument DR = 96)
-        assert any("attn_fwd_ws<128," in k.name and ", 96>(" in k.name for k in result.kernels)
+        # the template arguments: D = 128, ..., DR = 96 (then VB, the O staging over V: off)
+        assert any(re.search(r"attn_fwd_ws<128, .*, 96, false>\(", k.name) for k in result.kernels)
