@@ -17,12 +17,14 @@ def configure_logging(level: str | None = None, path: str | None = None) -> None
     """Configure structlog once: JSON to stderr, or to ``path`` (``ATTNQ_LOG_FILE``) when given.
 
     ``level`` defaults to ``ATTNQ_LOG_LEVEL`` or ``warning`` (an unknown name: one warning line on stderr,
-    then ``warning``). A log file that cannot be opened (missing
+    then ``warning``). A call with an explicit ``level`` (the CLI's ``--log-level``) configures again even after
+    a module's first logger configured the default: loggers log with the configuration in force at their first
+    message. A log file that cannot be opened (missing
     directory, no permission, ``/proc``) is not fatal: one warning line goes to stderr and logs stay on
     stderr.
     """
     global _configured
-    if _configured:
+    if _configured and level is None:
         return
     name = (level or os.environ.get("ATTNQ_LOG_LEVEL", "warning")).upper()
     if name not in _LEVELS:  # a typo in ATTNQ_LOG_LEVEL must not silently give another level

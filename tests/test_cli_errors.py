@@ -159,6 +159,18 @@ def test_log_level_choices(ws: Path) -> None:
     assert attnq("--log-level", "INFO", "scenarios", "--suite", "quick", cwd=ws).returncode == 0
 
 
+def test_an_explicit_log_level_applies_after_a_module_configured_the_default(ws: Path) -> None:
+    """`attnq --log-level info ...` logged nothing: a module's import-time logger had configured the default
+    (warning) before the CLI passed its level, and the second configuration was skipped."""
+    code = ("import harness.build_dir\n"  # its module-level logger configures the default level at import
+            "from harness.logging import configure_logging, get_logger\n"
+            "configure_logging('info')\n"
+            "get_logger('probe').info('probe_event')\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ws, check=False, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(REPO), "ATTNQ_LOG_LEVEL": "warning"})
+    assert r.returncode == 0 and '"event": "probe_event"' in r.stderr and r.stdout == "", r.stderr
+
+
 def test_serve_refuses_a_missing_bank(ws: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "attnq", "serve", "--bank", str(ws / "nonexist.toml")], cwd=ws, check=False,
                        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
