@@ -424,6 +424,9 @@ def test_cli_export_and_peer_test(tmp_path: Path, build_cache: Path) -> None:
                       state=state)
         assert peer.returncode == 3 and "attnq peer-test: peer-test runs FlashAttention's tests on an NVIDIA GPU; the " \
             "CUDA driver shows none here" in peer.stderr
+        # the kernel's own errors come before the GPU's absence (as in `attnq verify`): a typo is said as one
+        missing = _attnq("peer-test", "nonexist.cu", "--fa-tests", str(target), cwd=tmp_path, state=state)
+        assert missing.returncode == 2 and "nonexist.cu: no such file" in missing.stderr, missing.stderr
 
 
 def test_mcp_peer_test_tools(tmp_path: Path, build_cache: Path) -> None:

@@ -192,7 +192,8 @@ def peer_test(kernel: str | Path, fa_tests: str | Path, *, select: str = DEFAULT
         work_dir: where the export, the records and pytest's log go; default
             ``<state_dir>/peer/<package name>``.
         timeout_s: wall-clock limit for pytest (its process group is killed past it).
-        require_gpu: refuse at once without a GPU (tests of attnq itself turn it off).
+        require_gpu: refuse without a GPU, once the export (the kernel's checks and build) has passed, as
+            ``attnq verify`` does (tests of attnq itself turn it off).
         progress: called as records arrive; cancel: set it to stop the run (reported as error).
     Returns:
         PeerReport.
@@ -207,8 +208,6 @@ def peer_test(kernel: str | Path, fa_tests: str | Path, *, select: str = DEFAULT
     if importlib.util.find_spec("pytest") is None:
         raise ToolchainError("peer-test runs FlashAttention's tests with pytest, which is not installed: "
                              "python -m pip install pytest")
-    if require_gpu:
-        _require_gpu()
     name = default_name(Path(kernel))
     if work_dir is None:
         from harness.config import Settings
@@ -221,6 +220,8 @@ def peer_test(kernel: str | Path, fa_tests: str | Path, *, select: str = DEFAULT
     if progress:
         progress(PeerProgress(done=0, total=None, message=f"exporting {Path(kernel).name} for {arch}"))
     exported = export_kernel(kernel, work_dir / "package", name=name, archs=[arch], cache_dir=cache_dir, force=True)
+    if require_gpu:  # after the export: a missing file or a compile error is said first, as `attnq verify` does
+        _require_gpu()
     results, log_file = work_dir / "records.jsonl", work_dir / "pytest.log"
     results.unlink(missing_ok=True)
     command = [sys.executable, "-m", "pytest", str(tests_file), "-k", select, "-q", "-p", "harness.export.peer_plugin",
