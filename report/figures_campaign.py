@@ -4,6 +4,7 @@ effectiveness per question and per layer, and the evolutionary search (best per 
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
@@ -54,6 +55,36 @@ def question_positions(c: CampaignData) -> list[float]:
     return out
 
 
+def best_so_far_lines(attempts: Sequence[AttemptRecord]) -> list[tuple[str, list[float], list[float]]]:
+    """The timeline's best-so-far steps, like with like: per suite (``verdict.suite``; "" without a verdict), the
+    attempt numbers from the suite's first correct attempt on and the best geomean of its correct attempts so far
+    (each line runs on to the last attempt + 0.9). The latest attempt's suite comes first. A production run's 30x
+    against the original is so never drawn as a best of the full runs."""
+    def suite_of(a: AttemptRecord) -> str:
+        return a.verdict.suite if a.verdict is not None else ""
+
+    order: list[str] = []
+    for a in reversed(attempts):
+        if suite_of(a) not in order:
+            order.append(suite_of(a))
+    out = []
+    for suite in order:
+        xs: list[float] = []
+        ys: list[float] = []
+        best: float | None = None
+        for a in attempts:
+            if suite_of(a) != suite:
+                continue
+            if a.status == "correct" and a.geomean_speedup is not None:
+                best = max(best or 0.0, a.geomean_speedup)
+            if best is not None:
+                xs.append(a.seq)
+                ys.append(best)
+        if xs:
+            out.append((suite, [*xs, attempts[-1].seq + 0.9], [*ys, ys[-1]]))
+    return out
+
+
 def timeline_figure(c: CampaignData, *, key: str = "timeline", horizon: int = 3,
                     min_gain: float = 0.01) -> RenderedFigure | None:
     """Geomean per attempt (marker per status), the best-so-far line, a vertical line per question asked
@@ -78,17 +109,11 @@ def timeline_figure(c: CampaignData, *, key: str = "timeline", horizon: int = 3,
         if gid:
             ln.set_gid(gid)
             titles[gid] = _attempt_title(a)
-    xs, best, ys = [], None, []
-    for a in c.attempts:
-        if a.status == "correct" and a.geomean_speedup is not None:
-            best = max(best or 0.0, a.geomean_speedup)
-        if best is not None:
-            xs.append(a.seq)
-            ys.append(best)
-    if xs:
-        xs.append(c.attempts[-1].seq + 0.9)
-        ys.append(ys[-1])
-        ax.step(xs, ys, where="post", color="#1f77b4", lw=1.8, zorder=3)
+    best_lines: list[tuple[str, str, str]] = []  # (suite, colour, line style) of the lines drawn
+    for i, (suite, xs, ys) in enumerate(best_so_far_lines(c.attempts)):
+        style = ("#1f77b4", "-") if i == 0 else ("#8fb8de", "--")
+        ax.step(xs, ys, where="post", color=style[0], ls=style[1], lw=1.8, zorder=3)
+        best_lines.append((suite, *style))
     values = [a.geomean_speedup for a in c.attempts if a.geomean_speedup]
     log_y_axis(ax, [v for v in values if v] or [1.0])
     triggers: dict[str, int] = {}
@@ -121,8 +146,9 @@ def timeline_figure(c: CampaignData, *, key: str = "timeline", horizon: int = 3,
     handles = [Line2D([], [], marker=STATUS_STYLE[s][0], color=STATUS_STYLE[s][1], ls="none", ms=7,
                       mfc=STATUS_STYLE[s][1] if s == "correct" else "none", label=f"{STATUS_STYLE[s][2]} ({k})")
                for s, k in statuses.items() if s in STATUS_STYLE]
-    if xs:
-        handles.append(Line2D([], [], color="#1f77b4", lw=1.8, label="best so far"))
+    for suite, color, style in best_lines:
+        handles.append(Line2D([], [], color=color, ls=style, lw=1.8,
+                              label=f"best so far on {suite}" if suite else "best so far"))
     handles += [Line2D([], [], color=TRIGGER_COLORS.get(t, "#7f7f7f"), lw=1.6, label=f"question: {t} ({k})")
                 for t, k in triggers.items()]
     for kind, marker, color in (("limit", "v", "#9467bd"), ("done", "*", "#bcbd22")):

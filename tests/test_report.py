@@ -37,6 +37,7 @@ from report.html import png_size
 from tests.report_support import (
     EVOLVE,
     RECORDED_TRACE,
+    ROOT,
     V3,
     V5,
     picture_stats,
@@ -164,6 +165,24 @@ def test_timeline_svg_carries_every_question_claim_and_attempt(recorded_report) 
     assert sum(bool(re.match(r"#\d (correct|incorrect)", t)) for t in titles) == 4
     table = report.figure("timeline").tables[0]
     assert table.count("<tr>") == 1 + 4 + 1 and "7.950x \u2192 9.499x" in table and table.count("pending") == 3
+
+
+def test_the_timelines_best_so_far_is_like_with_like() -> None:
+    """The stage-2 campaign mixes `full` and `production` attempts (#3: ~30x vs the original on 22 scenarios): the
+    best-so-far line is drawn per suite, so a production run is never the best of the full ones (the one line sat at
+    ~30x from #3 on), and the legend names each line's suite."""
+    from report.figures_campaign import best_so_far_lines, timeline_figure
+
+    c = load_trace(ROOT / "kernels" / "campaigns" / "stage2-fa3.jsonl", "stage2-fa3")
+    lines = {suite: (xs, ys) for suite, xs, ys in best_so_far_lines(c.attempts)}
+    assert next(iter(lines)) == "full" and set(lines) == {"full", "production"}
+    by_suite = {s: [a.geomean_speedup for a in c.attempts if a.status == "correct" and a.verdict is not None
+                    and a.verdict.suite == s and a.geomean_speedup is not None] for s in lines}
+    assert max(by_suite["production"]) > max(by_suite["full"])  # the case: one line would show production's best
+    assert lines["full"][1][-1] == max(by_suite["full"]) and lines["production"][1][-1] == max(by_suite["production"])
+    assert all(b >= a for a, b in zip(lines["full"][1], lines["full"][1][1:], strict=False))  # a best never falls
+    svg = timeline_figure(c).svg  # type: ignore[union-attr]
+    assert "best so far on full" in svg and "best so far on production" in svg
 
 
 def test_question_effects_of_the_recorded_campaign(recorded_report) -> None:  # type: ignore[no-untyped-def]
