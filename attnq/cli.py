@@ -84,13 +84,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The flag that sets a model field, where the two are spelled differently or a list index would follow: an
+#: error names what the user typed (``--goal: Input should be greater than 0``, not ``goal_speedup: ...``).
+FIELD_FLAGS = {"goal_speedup": "--goal", "goal_against": "--goal-against", "anchors": "--anchors",
+               "scenario_timeout_s": "--scenario-timeout", "parallel_mutators": "--parallel"}
+
+
 def format_validation_error(exc: ValidationError, *, limit: int = 3) -> str:
     """``field: message; ...`` for the first ``limit`` errors (no input echo, no errors.pydantic.dev URL; a
-    value from an ``ATTNQ_*`` variable names it, harness.config.env_note)."""
+    value from an ``ATTNQ_*`` variable names it, harness.config.env_note; a value from a flag names the flag,
+    :data:`FIELD_FLAGS`)."""
     errors = exc.errors(include_url=False)
     note = env_note if exc.title == "Settings" else (lambda _e: "")  # a bad ATTNQ_* variable is named
-    parts = [f"{'.'.join(str(x) for x in e.get('loc', ())) or 'value'}: {e.get('msg', 'invalid')}{note(e)}"
-             for e in errors[:limit]]
+
+    def where(e: dict) -> str:
+        loc = e.get("loc", ())
+        if loc and loc[0] in FIELD_FLAGS and not note(e):
+            return FIELD_FLAGS[str(loc[0])]
+        return ".".join(str(x) for x in loc) or "value"
+
+    parts = [f"{where(e)}: {e.get('msg', 'invalid')}{note(e)}" for e in errors[:limit]]
     if len(errors) > limit:
         parts.append(f"... {len(errors) - limit} more")
     return "; ".join(parts)

@@ -159,6 +159,14 @@ def test_log_level_choices(ws: Path) -> None:
     assert attnq("--log-level", "INFO", "scenarios", "--suite", "quick", cwd=ws).returncode == 0
 
 
+def test_a_bad_flag_value_is_named_by_its_flag(ws: Path) -> None:
+    """`--goal 0` said `goal_speedup: ...` (the model's field), `--anchors flsh` `anchors.0: ...`."""
+    for flags, flag in ((("--goal", "0"), "--goal"), (("--anchors", "flsh"), "--anchors"),
+                        (("--scenario-timeout", "-1"), "--scenario-timeout")):
+        r = attnq("verify", str(ORIGINAL_KERNEL), *flags, cwd=ws)
+        assert r.returncode == 2 and f"attnq verify: invalid value: {flag}: " in r.stderr, r.stderr
+
+
 def test_an_explicit_log_level_applies_after_a_module_configured_the_default(ws: Path) -> None:
     """`attnq --log-level info ...` logged nothing: a module's import-time logger had configured the default
     (warning) before the CLI passed its level, and the second configuration was skipped."""
