@@ -81,26 +81,29 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in sub.choices.items():  # every --help ends with the command's exit codes
         text = exit_codes_text(name)
         command.epilog = text if not command.epilog else f"{command.epilog}\n\n{text}"
+        # dest -> the flag's long spelling, so an invalid value is named as the user typed it
+        command.set_defaults(_flags={a.dest: max(a.option_strings, key=len)
+                                     for a in command._actions if a.option_strings and a.dest != "help"})
     return parser
 
 
-#: The flag that sets a model field, where the two are spelled differently or a list index would follow: an
-#: error names what the user typed (``--goal: Input should be greater than 0``, not ``goal_speedup: ...``).
-FIELD_FLAGS = {"goal_speedup": "--goal", "goal_against": "--goal-against", "anchors": "--anchors",
-               "scenario_timeout_s": "--scenario-timeout", "parallel_mutators": "--parallel"}
+#: Model fields set by a flag whose dest is spelled otherwise (``--goal`` sets ``goal_speedup``).
+FIELD_DESTS = {"goal_speedup": "goal", "scenario_timeout_s": "scenario_timeout", "parallel_mutators": "parallel"}
 
 
-def format_validation_error(exc: ValidationError, *, limit: int = 3) -> str:
+def format_validation_error(exc: ValidationError, *, limit: int = 3, flags: dict[str, str] | None = None) -> str:
     """``field: message; ...`` for the first ``limit`` errors (no input echo, no errors.pydantic.dev URL; a
-    value from an ``ATTNQ_*`` variable names it, harness.config.env_note; a value from a flag names the flag,
-    :data:`FIELD_FLAGS`)."""
+    value from an ``ATTNQ_*`` variable names it, harness.config.env_note; a field the command's ``flags``
+    (dest -> flag) set is named by its flag: ``--goal: Input should be greater than 0``, not ``goal_speedup``)."""
     errors = exc.errors(include_url=False)
     note = env_note if exc.title == "Settings" else (lambda _e: "")  # a bad ATTNQ_* variable is named
 
     def where(e: dict) -> str:
         loc = e.get("loc", ())
-        if loc and loc[0] in FIELD_FLAGS and not note(e):
-            return FIELD_FLAGS[str(loc[0])]
+        if loc and flags and not note(e):
+            for dest in (str(loc[0]), FIELD_DESTS.get(str(loc[0]), "")):
+                if dest in flags:
+                    return flags[dest]
         return ".".join(str(x) for x in loc) or "value"
 
     parts = [f"{where(e)}: {e.get('msg', 'invalid')}{note(e)}" for e in errors[:limit]]
@@ -164,7 +167,8 @@ def _run(args: argparse.Namespace) -> int:
     except AttnqError as err:
         return _report(args, err)
     except ValidationError as err:
-        return _fail(args, "input_error", f"invalid value: {format_validation_error(err)}")
+        return _fail(args, "input_error",
+                     f"invalid value: {format_validation_error(err, flags=getattr(args, '_flags', None))}")
     except SettingsError as err:
         return _fail(args, "input_error", f"invalid value: {settings_error_text(err)}")
     except BrokenPipeError:
