@@ -125,7 +125,7 @@ def test_cli_verify_refusal_as_json_and_from_environment(ws: Path, fa3_installed
 
 def test_cli_unknown_anchor_names(ws: Path) -> None:
     line = _one_plain_line(_run("attnq", "verify", "k.cu", "--anchors", "fa4", cwd=ws, env=_clean_env()))
-    assert line.startswith("attnq verify: invalid value: anchors") and "fa3" in line, line
+    assert line.startswith("attnq verify: invalid value: --anchors:") and "fa3" in line, line
     r = _run("attnq", "verify", "k.cu", "--goal-against", "fa4", cwd=ws, env=_clean_env())
     assert r.returncode == 2 and "invalid choice: 'fa4'" in r.stderr and "fa3" in r.stderr
     line = _one_plain_line(_run("attnq", "verify", "k.cu", cwd=ws, env=_clean_env(ATTNQ_GOAL_ANCHOR="fa4")))
