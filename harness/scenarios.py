@@ -239,8 +239,12 @@ def _expand(table: dict[str, Any], *, grid: bool) -> list[dict[str, Any]]:
 def _resolve(name_or_path: str | Path) -> Path:
     p = Path(name_or_path)
     if p.suffix == ".toml" or p.exists():
+        if p.is_dir():
+            raise InputError(f"suite {p} is a directory: give a suite name ({', '.join(list_suites())}) or a .toml file")
         if not p.is_file():
             raise InputError(f"suite file {p} does not exist")
+        if p.suffix != ".toml":
+            raise InputError(f"suite file {p} is not a .toml file (suites are TOML: docs/checks.md has the format)")
         return p
     builtin = SUITES_DIR / f"{name_or_path}.toml"
     if not builtin.is_file():

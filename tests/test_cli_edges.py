@@ -232,3 +232,22 @@ def test_mcp_unknown_scenario_id_is_refused_before_any_job(tmp_path: Path) -> No
     assert r.is_error and "[input_error] scenario ids not in suite quick: ['nope']" in r.content[0].text
     with CampaignStore.open(Settings(workspace=tmp_path)) as store:
         assert store.attempts() == []
+
+
+def test_a_suite_that_is_a_folder_or_not_toml_is_refused_as_such(tmp_path: Path) -> None:
+    """`--suite kernels` said "does not exist"; a .cu file was read as a suite with no scenarios."""
+    (tmp_path / "k.cu").write_text("// not a suite\n", encoding="utf-8")
+    assert "is a directory" in refused(attnq("scenarios", "--suite", str(REPO / "kernels"), cwd=tmp_path))
+    assert "is not a .toml file" in refused(attnq("scenarios", "--suite", "k.cu", cwd=tmp_path))
+    assert "does not exist" in refused(attnq("scenarios", "--suite", "nope.toml", cwd=tmp_path))
+
+
+def test_an_export_name_that_is_empty_or_a_keyword_is_refused_with_the_reason() -> None:
+    from harness.errors import InputError
+    from harness.export.package import check_name, export_kernel
+
+    with pytest.raises(InputError, match="is a Python keyword"):
+        check_name("class")
+    with pytest.raises(InputError, match="must be a Python identifier"):
+        export_kernel(ORIGINAL_KERNEL, REPO / "never-written", name="")  # refused before anything is built
+    assert not (REPO / "never-written").exists()

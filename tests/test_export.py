@@ -303,7 +303,7 @@ def test_the_library_loads_and_reads_the_packed_params(exported: dict[str, Expor
 def test_export_refuses_bad_input_and_loses_nothing(tmp_path: Path, build_cache: Path) -> None:
     src = KERNELS_DIR / "attn_original.cu"
     for kwargs, needle in [({"name": "2fast"}, "Python identifier"), ({"name": "torch"}, "shadow"),
-                           ({"name": "class"}, "Python identifier"), ({"archs": ["sm90"]}, "sm_90a"),
+                           ({"name": "class"}, "Python keyword"), ({"name": ""}, "Python identifier"), ({"archs": ["sm90"]}, "sm_90a"),
                            ({"archs": [" ", ""]}, "names no arch")]:
         with pytest.raises(InputError, match=needle):
             export_kernel(src, tmp_path / "new", cache_dir=build_cache, **kwargs)

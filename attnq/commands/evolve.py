@@ -11,6 +11,17 @@ can fix, 3 no GPU).
 
 from __future__ import annotations
 
+#: ``attnq evolve --help``'s text (plain: the module docstring above is for the code's readers).
+DESCRIPTION = """\
+The evolutionary search over one kernel whose mutations are questions (package evolve/).
+
+attnq evolve --from kernel.cu [flags] starts a run (or resumes --run NAME) and loops until the goal is met
+on the full suite or a budget is spent: --max-evals, --max-gpu-hours, --max-wall-s, --generations (with none
+of them it runs until the goal is met, or the knob mutator has tried every setting). --mutator mcp only
+evaluates the seed and leaves the mutations to an MCP client (tools evolve_next / evolve_submit); resumed, it
+also evaluates the children MCP clients submitted on a machine without a GPU, which wait as pending. --arms question,plain,none runs the ablation: one run per
+arm, same seed and budget. status, report, export (-o best.cu) and trace (-o run.jsonl) read a run."""
+
 import argparse
 import contextlib
 import json
@@ -246,7 +257,7 @@ def _handler(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``attnq evolve``."""
     p = subparsers.add_parser("evolve", help="evolutionary search whose mutations are questions",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", nargs="?", choices=ACTIONS, default="run",
                    help="run (default): start or resume; status; report; export (-o best.cu); trace (-o run.jsonl)")
     p.add_argument("--run", default=None, help="run name (default: a new evolve-N, or the latest for reading)")

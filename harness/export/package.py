@@ -119,7 +119,9 @@ def check_name(name: str) -> str:
     Raises:
         InputError: not ``[A-Za-z_][A-Za-z0-9_]*``, a keyword, longer than 64 characters or reserved.
     """
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name) or keyword.iskeyword(name):
+    if keyword.iskeyword(name):
+        raise InputError(f"--name {name!r} is a Python keyword (`import {name}` cannot work): choose another")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name):
         raise InputError(f"--name {name!r} must be a Python identifier of at most 64 characters "
                          "(letters, digits, _; not starting with a digit)")
     if name.lower() in RESERVED_NAMES:
@@ -225,7 +227,7 @@ def export_kernel(kernel: str | Path, out_dir: str | Path, *, name: str | None =
     from harness.compile import compile_kernel
 
     src = Path(kernel).expanduser()
-    pkg_name = check_name(name or default_name(src))
+    pkg_name = check_name(default_name(src) if name is None else name)  # --name '' is refused, not defaulted
     archs = parse_archs(list(archs))
     out = Path(out_dir).expanduser().resolve()
     _check_out_dir(out, force)
