@@ -58,8 +58,8 @@ def question_positions(c: CampaignData) -> list[float]:
 def best_so_far_lines(attempts: Sequence[AttemptRecord]) -> list[tuple[str, list[float], list[float]]]:
     """The timeline's best-so-far steps, like with like: per suite (``verdict.suite``; "" without a verdict), the
     attempt numbers from the suite's first correct attempt on and the best geomean of its correct attempts so far
-    (each line runs on to the last attempt + 0.9). The latest attempt's suite comes first. A production run's 30x
-    against the original is so never drawn as a best of the full runs."""
+    (each line runs on to the last attempt + 0.9). The latest attempt's suite comes first. So a production run's
+    30x against the original is never drawn as the best of the full runs."""
     def suite_of(a: AttemptRecord) -> str:
         return a.verdict.suite if a.verdict is not None else ""
 
