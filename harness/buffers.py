@@ -32,7 +32,9 @@ GUARD_BYTES = 64 << 10
 PAD = 8
 #: An arena's size is a multiple of this (bytes; the CPU: the page size), and its last guard band reaches its
 #: end: what a process maps of the arena (whole pages; a cudaMalloc's 2 MiB granules) is guarded up to the last
-#: byte, so no write past the last region lasts unseen (the two candidate processes map the same arena).
+#: byte, so no write past the last region lasts unseen (the two candidate processes map the same arena). On
+#: CUDA it also keeps two arenas out of one 2 MiB granule: when the candidate's and the original's shared one,
+#: the candidate's decode calls ran 26-38 % slower right after the original's (kernels/NOTES.md, run 40).
 ARENA_GRANULE = {"cuda": 2 << 20}
 #: Workspace sizes are rounded up to this (bytes): the guard after the workspace starts at the size the kernel
 #: is given (``workspace_bytes``), 256-byte aligned like every region.

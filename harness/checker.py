@@ -255,10 +255,12 @@ class Runner:
 
     def _workspace_refusal(self, sc: Scenario, ws_c: int, ws_o: int) -> str | None:
         """harness.memory.workspace_refusal against the device's free memory (the host's on the CPU)."""
-        from harness.memory import device_free_bytes, estimate_peak_bytes, host_free_bytes, workspace_refusal
+        from harness.memory import device_free_bytes, host_free_bytes, workspace_need, workspace_refusal
 
-        need = estimate_peak_bytes(sc).total + ws_c + ws_o  # what workspace_refusal weighs: torch's cache emptied below it
-        free = device_free_bytes(self.torch, self.job.gpu, need) if self.dev.kind == "cuda" else host_free_bytes()
+        if self.dev.kind == "cuda":  # torch's cache emptied below what workspace_refusal weighs
+            free = device_free_bytes(self.torch, self.job.gpu, workspace_need(sc, ws_c, ws_o))
+        else:
+            free = host_free_bytes()
         return workspace_refusal(sc, ws_c, ws_o, free)
 
     def _release(self, attached: list, *bufs: Buffers) -> None:
@@ -315,25 +317,28 @@ class Runner:
         inputs-same tensor, whether the original went first)``."""
         order = self.job.diag_order
         orig_first = order == "original_first" or (order == "alternate" and n % 2 == 1)
-        kw = {"tail": True} if tail else {}
         rc = ro = same = None
         for who in ("original", "candidate") if orig_first else ("candidate", "original"):
             if who == "candidate":
                 rc = self._cand_call(draw, p_c, tail)
                 same = self._inputs_same_t(bufs_c, bufs_o)  # (default order) compared before the original runs
             else:
-                self.dev.flush()
-                self.dev.sync()
-                ro = self._result(self.orig.timed_call(p_o, **kw), "original")
+                ro = self._flushed_call(self.orig, p_o, tail, "original")
         assert rc is not None and ro is not None
         return rc, ro, same, orig_first
 
-    def _cand_call(self, draw: CallDraw, p_c: Any, tail: bool) -> CallResult:
-        """The candidate's call of ``draw``, checked or timed alike: the checker's own flush (the candidate's
-        process cannot skip it) and a synchronize, then the launcher's timed call (its flush, events)."""
+    def _flushed_call(self, endpoint: KernelEndpoint, params: Any, tail: bool, who: str) -> CallResult:
+        """One timed call of ``endpoint``: the checker's own flush (the kernel's process cannot skip it) and a
+        synchronize (its context must see the prepared buffers), then the launcher's timed call (its flush,
+        events; ``tail``: the device tail, harness/timing_escape.py)."""
         self.dev.flush()
-        self.dev.sync()  # the launcher's context must see the prepared buffers
-        return self._result(self._cand(draw).timed_call(p_c, **({"tail": True} if tail else {})), "candidate")
+        self.dev.sync()
+        return self._result(endpoint.timed_call(params, **({"tail": True} if tail else {})), who)
+
+    def _cand_call(self, draw: CallDraw, p_c: Any, tail: bool) -> CallResult:
+        """The candidate's call of ``draw``, checked or timed alike (:meth:`_flushed_call` on the endpoint that
+        runs ``draw``)."""
+        return self._flushed_call(self._cand(draw), p_c, tail, "candidate")
 
     def _inputs_same_t(self, bufs_c: Buffers, bufs_o: Buffers) -> Any:
         from harness.checks import bits_equal_t

@@ -144,16 +144,22 @@ def worker_refusal(torch: object, sc: Scenario, gpu: int) -> str | None:
             "free: refused before allocating anything")
 
 
+def workspace_need(sc: Scenario, ws_candidate: int, ws_original: int) -> int:
+    """Bytes a scenario needs once its workspaces are known: its estimate (:func:`estimate_peak_bytes`) plus
+    the candidate's and the original's workspace (``attn_fwd_workspace_bytes``)."""
+    return estimate_peak_bytes(sc).total + ws_candidate + ws_original
+
+
 def workspace_refusal(sc: Scenario, ws_candidate: int, ws_original: int, free_bytes: int) -> str | None:
     """After the workspace queries, before any arena exists: a plain message (with the bytes asked for) when
     the candidate's workspace (``ws_candidate`` bytes, from ``attn_fwd_workspace_bytes``), the original's and the
     scenario's estimate (:func:`estimate_peak_bytes`) together exceed ``free_bytes`` (the device's free memory,
     or the host's on the CPU checker); else None. A workspace of 2**60 bytes is a refusal with its number
     (``out_of_memory``, ``memory_guard``), never an allocator's crash."""
-    est = estimate_peak_bytes(sc)
-    need = est.total + ws_candidate + ws_original
+    need = workspace_need(sc, ws_candidate, ws_original)
     if need <= free_bytes:
         return None
+    est = estimate_peak_bytes(sc)
     return (f"scenario {sc.id}: the candidate's workspace query asked for {ws_candidate} bytes "
             f"({ws_candidate / GIB:.3g} GiB); with the scenario's estimated {est.total / GIB:.1f} GiB and the "
             f"original's workspace ({ws_original} bytes) that is {need / GIB:.3g} GiB, and {free_bytes / GIB:.1f} GiB "

@@ -2840,24 +2840,26 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }
 
+// The d128 kernel's configuration (causal: ATTN_WS_BN128; not causal: ATTN_WS_BN128N_TMAO with ATTN_WS_TMA_O, else
+// ATTN_WS_BN128N), on DR real columns (96: ATTN_WS_D96, the padding zero-filled by TMA).
+template <typename T, int DR>
+int launch_ws_d128(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
+    if (kp.causal) return launch_ws<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, DR>(kp, bf16, num_sms, stream);
+    return launch_ws<128, ATTN_WS_TMA_O ? ATTN_WS_BN128N_TMAO : ATTN_WS_BN128N, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, DR>(
+        kp, bf16, num_sms, stream);
+}
+
 template <typename T>
 int dispatch_ws(const KParams& kp, int D, bool bf16, int num_sms, cudaStream_t stream) {
     switch (D) {
         case 64: return launch_ws<64, ATTN_WS_BN64, ATTN_WS_ST64, ATTN_WS_PP64 != 0, ATTN_WS_NWG64, T>(kp, bf16, num_sms, stream);
-        case 128:
-            if (kp.causal) return launch_ws<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T>(kp, bf16, num_sms, stream);
-            // ATTN_WS_TMA_O: BN 160, where the O staging area fits (BN 176 leaves no room for it)
-            return launch_ws<128, ATTN_WS_TMA_O ? ATTN_WS_BN128N_TMAO : ATTN_WS_BN128N, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T>(
-                kp, bf16, num_sms, stream);
+        case 128: return launch_ws_d128<T, 128>(kp, bf16, num_sms, stream);
         case 256: return launch_ws<256, ATTN_WS_BN256, ATTN_WS_ST256, ATTN_WS_PP256 != 0, 2, T>(kp, bf16, num_sms, stream);
 #if ATTN_WS_D192
         case 192: return launch_ws<192, ATTN_WS_BN192, 2, true, 2, T>(kp, bf16, num_sms, stream);
 #endif
 #if ATTN_WS_D96
-        case 96:  // the d128 kernel on 96 columns zero-padded to 128 (a third more MMA than needed; TMA pads)
-            if (kp.causal) return launch_ws<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, 96>(kp, bf16, num_sms, stream);
-            return launch_ws<128, ATTN_WS_TMA_O ? ATTN_WS_BN128N_TMAO : ATTN_WS_BN128N, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, 96>(
-                kp, bf16, num_sms, stream);
+        case 96: return launch_ws_d128<T, 96>(kp, bf16, num_sms, stream);  // a third more MMA than needed
 #endif
     }
     return -1;
