@@ -75,6 +75,13 @@ CHECKS = [
     (2, 3, 2, 8, 2, 128, True, torch.bfloat16), (1, 16, 100, 16, 8, 128, True, torch.bfloat16),
     (96, 1, 1000, 8, 1, 128, False, torch.bfloat16), (4, 1, 5000, 4, 4, 128, False, torch.float16),
     (2, 4, 500, 16, 1, 128, True, torch.bfloat16), (8, 4, 4100, 64, 8, 128, True, torch.float16),
+    # head_dim 96 (ATTN_WS_D96: the d128 warp-specialized kernel over 96-column tensor maps): >= 132 row tiles,
+    # causal and not, partial last row blocks and key tiles, GQA, fp16, sq < sk and sq > sk; the split path and
+    # the small mma.sync path (< 1 wave) stay on their kernels
+    (2, 1999, 1999, 16, 16, 96, True, torch.bfloat16), (2, 1999, 1999, 16, 8, 96, False, torch.float16),
+    (1, 1500, 2500, 32, 32, 96, True, torch.float16), (1, 2500, 1500, 32, 8, 96, True, torch.bfloat16),
+    (2, 4096, 4096, 16, 16, 96, False, torch.bfloat16), (2, 128, 4096, 32, 8, 96, True, torch.bfloat16),
+    (2, 300, 300, 4, 4, 96, False, torch.bfloat16),
 ]
 TOL = {torch.bfloat16: (1.5e-2, 1e-2), torch.float16: (2e-3, 2e-3)}
 
