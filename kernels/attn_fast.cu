@@ -1952,7 +1952,7 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_MERGE256 0
 #endif
 #ifndef ATTN_WS_D96
-#define ATTN_WS_D96 0  // session 10 candidate: head_dim 96 on the d128 warp-specialized kernel, Q/K/V zero-padded to 128 by TMA
+#define ATTN_WS_D96 1  // v18 (run 42, H100: d96 rows 0.55 -> 0.87x FA3; #18 hdim96_192 0.72 -> 0.93): head_dim 96 on the d128 warp-specialized kernel, Q/K/V zero-padded to 128 by TMA
 #endif
 #ifndef ATTN_WS_D192
 #define ATTN_WS_D192 1  // v11: head_dim 192 on the warp-specialized kernel (BN 112, 3 column blocks; run 17: 0.40 -> 0.80x FA3)
