@@ -12,14 +12,16 @@ import json
 import random
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from harness.config import Settings
-from harness.timing_escape import WALL_BACKSTOP_MS, escape_threshold_ms, judge_escape
+from harness.endpoints import CallResult
+from harness.timing_escape import WALL_BACKSTOP_MS, escape_evidence, escape_threshold_ms, judge_escape
 from harness.worker import WorkerJob
-from tests.checker_support import SC, PyKernel, honest, make_runner
+from tests.checker_support import SC, PyKernel, honest, make_runner, tensors
 
 
 def _samples(n: int = 30, *, wake_c_ms: float = 0.38, wake_o_ms: float = 0.30, seed: int = 0):
@@ -131,3 +133,66 @@ def test_by_default_every_timed_call_is_asked_for_its_tail_and_wall_asks_none() 
     cand = PyKernel(honest)
     res = make_runner(cand, min_samples=3, max_samples=3, repeats=1, stream_escape_check="wall").run(SC, 0)
     assert res.correct and cand.timed and not any(t for _, t in cand.timed)
+
+
+class _HostBurst(PyKernel):
+    """An honest 7 us kernel as a launcher reports it: event 0.007 ms, round trip event + 0.6 ms, device tail
+    0.007 ms; the first ``burst`` dense calls' round trips are ``extra_ms`` longer (``every``: all dense calls):
+    the host wake-up bursts of run 42 (H100, #18's tail-sweep rows convicted with 0.97 and 1.94 ms)."""
+
+    def __init__(self, name: str, burst: int = 0, extra_ms: float = 2.0, every: bool = False) -> None:
+        super().__init__(honest, name)
+        self.burst, self.extra_ms, self.every, self.dense = burst, extra_ms, every, 0
+
+    def timed_call(self, params: Any, tail: bool = False) -> CallResult:
+        status = self._run(params)
+        t = tensors(params)
+        dense = all(x.stride(2) == x.shape[-1] for x in (t.q, t.k, t.v, t.o))
+        extra = 0.0
+        if dense:
+            self.dense += 1
+            extra = self.extra_ms if (self.every or self.dense <= self.burst) else 0.0
+        self.timed.append((0, tail))
+        return CallResult(status, event_ms=0.007, wall_ms=0.607 + extra, tail_ms=0.007 if tail else None)
+
+
+def _burst_run(cand: _HostBurst, seed: int, log: Path):
+    return make_runner(cand, _HostBurst("original"), min_samples=5, max_samples=5, repeats=1, seed=seed,
+                       stream_escape_check="tail", diag_timing_log=str(log)).run(SC, 0)
+
+
+def test_a_wake_up_burst_in_the_first_samples_takes_more_samples_not_a_conviction(tmp_path: Path) -> None:
+    """Three of the first dense calls' round trips 2 ms late and the device tails clean: the wall clock alone
+    would convict (escape_evidence 'wall'); the loop takes WALL_MORE times its calls more and judges over all
+    of them: not flagged, timed by its events. Run 42's #18 had two such rows at 0.005-0.01x FA3."""
+    extended = 0
+    for seed in range(1, 9):
+        log = tmp_path / f"t{seed}.jsonl"
+        cand = _HostBurst("candidate", burst=3)
+        res = _burst_run(cand, seed, log)
+        assert res.correct and res.message is None, (seed, res.message)
+        assert res.candidate.median_ms == pytest.approx(0.007) and res.speedup == pytest.approx(1.0)
+        (rec,) = [json.loads(line) for line in log.read_text().splitlines()]
+        extended += rec["wall_more_to"] > 0
+        assert rec["escaped"] is None
+    assert extended >= 4  # most seeds' first 5-6 dense calls had the burst at their median
+
+
+def test_round_trips_late_on_every_call_stay_convicted_after_the_extra_samples(tmp_path: Path) -> None:
+    """Work the events miss on every dense call (the wall clock 2 ms late each time, the device tails clean):
+    the extra samples change nothing; flagged and timed by the wall clock."""
+    for seed in (1, 2, 3):
+        log = tmp_path / f"e{seed}.jsonl"
+        res = _burst_run(_HostBurst("candidate", every=True), seed, log)
+        assert res.correct and res.message and "host wall-clock" in res.message, (seed, res.message)
+        assert res.candidate.median_ms == pytest.approx(2.007, abs=1e-3)
+        (rec,) = [json.loads(line) for line in log.read_text().splitlines()]
+        assert rec["wall_more_to"] > len(rec["samples"]) // 3 and rec["escaped"] == res.message
+
+
+def test_the_evidence_names_what_would_convict() -> None:
+    t_c, t_o, w_c, w_o, tail_c, tail_o = _samples()
+    assert escape_evidence("tail", t_c, t_o, w_c, w_o, tail_c, tail_o) is None
+    assert escape_evidence("wall", t_c, t_o, w_c, w_o) == "wall"  # run 20's wake-up: the wall check convicts
+    assert escape_evidence("tail", t_c, t_o, w_c, w_o, [0.5] * len(t_c), tail_o) == "tail"
+    assert escape_evidence("tail", t_c, t_o, [w + 1.0 for w in w_c], w_o, tail_c, tail_o) == "wall"
