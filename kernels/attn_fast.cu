@@ -2010,6 +2010,18 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_TMA_O_QBUF
 #define ATTN_WS_TMA_O_QBUF 1  // v14: with ATTN_WS_TMA_O, O staged in Q's buffer where a staging area does not fit (d256; run 27: d256 +3-4%)
 #endif
+#ifndef ATTN_WS_UNIF
+#define ATTN_WS_UNIF 0  // session 11 candidate: the tile id and the warpgroup index broadcast by __shfl_sync (warp-uniform to
+#endif                  // the compiler, as CUTLASS's canonical_warp_group_idx does)
+#ifndef ATTN_WS_PRED
+#define ATTN_WS_PRED 0  // session 11 candidate: the consumer leader's mbarrier arrivals as one predicated instruction each,
+#endif                  // not a branch (a divergent region in the loop makes ptxas put the P V wait right after it)
+#ifndef ATTN_WS_DESC32
+#define ATTN_WS_DESC32 0  // session 11 candidate: the wgmma descriptors advanced on their low 32 bits (a constant high word)
+#endif
+#ifndef ATTN_WS_PEEL
+#define ATTN_WS_PEEL 0  // session 11 candidate: the issue points whose key tile needs no mask in a loop of their own,
+#endif                  // without the mask's branch (ptxas then leaves the P V wait after the row max: FA3's overlap)
 #ifndef ATTN_WS_TMA_O_VBUF
 #define ATTN_WS_TMA_O_VBUF 0  // session 10 candidate: O staged over the V ring instead of Q's buffer (FA3's choice), so the
 #endif                        // next tile's Q loads early; the producer holds the next tile's first V until the store read it
@@ -2022,6 +2034,12 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 }
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// mbar_arrive where pred (one predicated instruction, no branch: the warp stays converged around it)
+__device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %1, 0;\n @p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
+                 "r"((int)pred)
+                 : "memory");
 }
 // Waits until the phase of parity `parity` of the barrier has completed.
 // ATTN_WS_TWHINT > 0 passes it as try_wait's suspendTimeHint (ns, PTX ISA "mbarrier.test_wait/try_wait"): the
@@ -2335,7 +2353,11 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     // the last P V of the current one, so the next tile's first softmax overlaps that PV, and the epilogue
     // runs while the other consumer's GEMMs keep the tensor cores busy.
     regs_inc<WsRegs<NWG>::consumer>();
+#if ATTN_WS_UNIF
+    const int cw = __shfl_sync(0xffffffffu, wg - 1, 0), warp = (tid >> 5) & 3, lane = tid & 31;  // cw warp-uniform
+#else
     const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+#endif
     const bool leader = (tid & 127) == 0;
     const float sl2 = p.scale_log2;
     const int off = p.sk - p.sq;  // bottom-right causal: row i sees keys j <= i + off
@@ -2449,7 +2471,11 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     auto acquire = [&](WsUnit<KS>& w) {
         while (true) {
             mbar_wait(bQ, q_it & 1);
+#if ATTN_WS_UNIF
+            const int t = __shfl_sync(0xffffffffu, (int)ld_shared_u32(sTile), 0);  // warp-uniform to the compiler
+#else
             const int t = (int)ld_shared_u32(sTile);
+#endif
             if (t >= total) return total;
             w = ws_unit<KS>(p, t, m_blocks, BM, BN);
             if (w.n_tiles > 0) return t;
@@ -2496,20 +2522,30 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         // every shared-memory address of the CTA is below 256 KB, so desc(addr + off) == desc(addr) + off / 16.
         const uint64_t dq0 = wg_desc(sQ + cw * (64 * 128), 16, 1024), dk0 = wg_desc(sK, 16, 1024);
         const uint64_t dv0 = wg_desc(sV, BN * 128, 1024);
+#if ATTN_WS_DESC32
+        // the same sums on the low 32 bits only (no carry leaves the start-address field, as above): the high word
+        // (stride byte offset, swizzle) stays a compile-time constant, one 32-bit add per descriptor instead of a
+        // 64-bit add and two register moves (run 43's SASS: 12 IADD3 + 12 IMAD.X + 27 MOV + 32 R2UR per d256 tile)
+        auto dadd = [](uint64_t d, uint32_t off) -> uint64_t {
+            return (d & 0xFFFFFFFF00000000ull) | (uint64_t)((uint32_t)d + off);
+        };
+#else
+        auto dadd = [](uint64_t d, uint32_t off) -> uint64_t { return d + off; };
+#endif
         auto issue_s = [&](int stage) {
             wg_fence();
-            const uint64_t dk = dk0 + (uint64_t)(stage * (kKV >> 4));
+            const uint64_t dk = dadd(dk0, (uint32_t)(stage * (kKV >> 4)));
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk)
-                WgSS<T, BN>::run(s, dq0 + (((kk >> 2) * (BM * 128) + (kk & 3) * 32) >> 4),
-                                 dk + (((kk >> 2) * (BN * 128) + (kk & 3) * 32) >> 4), kk > 0);
+                WgSS<T, BN>::run(s, dadd(dq0, ((kk >> 2) * (BM * 128) + (kk & 3) * 32) >> 4),
+                                 dadd(dk, ((kk >> 2) * (BN * 128) + (kk & 3) * 32) >> 4), kk > 0);
             wg_commit();
         };
         auto issue_pv = [&](int stage) {
             wg_fence();
-            const uint64_t dv = dv0 + (uint64_t)(stage * (kKV >> 4));
+            const uint64_t dv = dadd(dv0, (uint32_t)(stage * (kKV >> 4)));
 #pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk) WgRS<T, D>::run(o, pa[kk], dv + kk * (16 * 128 >> 4));
+            for (int kk = 0; kk < BN / 16; ++kk) WgRS<T, D>::run(o, pa[kk], dadd(dv, kk * (16 * 128 >> 4)));
             wg_commit();
         };
 #define WS_KBUF(st) (st)
@@ -2637,16 +2673,75 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             if (PP) named_arrive(other, 256);
             wg_wait<0>();
             reg_fence(s);
+#if ATTN_WS_PRED
+            mbar_arrive_if(WS_EMPTY_K(s0), leader);
+            if (!QB) mbar_arrive_if(bQEmpty, leader && w.n_tiles == 1);
+#else
             if (leader) {
                 mbar_arrive(WS_EMPTY_K(s0));
                 if (!QB && w.n_tiles == 1) mbar_arrive(bQEmpty);
             }
+#endif
             softmax(0, alpha_p);
             pack_p();
         };
         first_s();
         int j = 1;
+#if ATTN_WS_PEEL
+        // issue point j of tile w (S_j and P_{j-1} V_{j-1}) with the mask compiled in or out (tag), so that the
+        // steady loop below has no branch between the S wait and the P V wait
+        auto issue_point = [&](int j, auto masked) {
+            const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
+            mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
+            if (PP) named_sync(me, 256);
+            issue_s(WS_KBUF(ks));
+            if (ATTN_WS_RMID) rescale_o(alpha_p);
+            mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
+            issue_pv(WS_VBUF(vs));
+            if (PP) named_arrive(other, 256);
+            wg_wait<1>();
+            reg_fence(s);
+#if ATTN_WS_PRED
+            mbar_arrive_if(WS_EMPTY_K(ks), leader);
+            if (!QB) mbar_arrive_if(bQEmpty, leader && j == w.n_tiles - 1);
+#else
+            if (leader) {
+                mbar_arrive(WS_EMPTY_K(ks));
+                if (!QB && j == w.n_tiles - 1) mbar_arrive(bQEmpty);
+            }
+#endif
+            float alpha[2];
+            int jg = j;  // global key tile (masks)
+            if constexpr (KS) jg += w.j0;
+            softmax_body(jg, alpha, masked);
+            wg_wait<0>();
+            reg_fence(o);
+            reg_fence_u(pa);
+#if ATTN_WS_PRED
+            mbar_arrive_if(WS_EMPTY_V(vs), leader);
+#else
+            if (leader) mbar_arrive(WS_EMPTY_V(vs));
+#endif
+            if (ATTN_WS_RMID) {
+                alpha_p[0] = alpha[0];
+                alpha_p[1] = alpha[1];
+            } else {
+                rescale_o(alpha);
+            }
+            pack_p();
+        };
+#endif
         while (true) {
+#if ATTN_WS_PEEL
+            if (j < w.n_tiles) {
+                // key tiles (of the unit) below j_mask need no mask for this consumer's rows: softmax_body masks
+                // tile jj (global) where jj * BN + BN > mask_from
+                int j_mask = min(w.n_tiles, mask_from / BN);
+                if constexpr (KS) j_mask = min(w.n_tiles, mask_from / BN - w.j0);
+                for (; j < j_mask; ++j) issue_point(j, WsTag<false>{});
+                for (; j < w.n_tiles; ++j) issue_point(j, WsTag<true>{});
+            }
+#endif
             if (j < w.n_tiles) {  // issue point j of tile w: S_j and P_{j-1} V_{j-1}
                 const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
                 mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
@@ -2658,16 +2753,25 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 if (PP) named_arrive(other, 256);
                 wg_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
                 reg_fence(s);
+#if ATTN_WS_PRED
+                mbar_arrive_if(WS_EMPTY_K(ks), leader);
+                if (!QB) mbar_arrive_if(bQEmpty, leader && j == w.n_tiles - 1);  // the producer may load the next tile's Q
+#else
                 if (leader) {
                     mbar_arrive(WS_EMPTY_K(ks));
                     if (!QB && j == w.n_tiles - 1) mbar_arrive(bQEmpty);  // the producer may load the next tile's Q
                 }
+#endif
                 float alpha[2];
                 softmax(j, alpha);
                 wg_wait<0>();
                 reg_fence(o);
                 reg_fence_u(pa);
+#if ATTN_WS_PRED
+                mbar_arrive_if(WS_EMPTY_V(vs), leader);
+#else
                 if (leader) mbar_arrive(WS_EMPTY_V(vs));
+#endif
                 if (ATTN_WS_RMID) {
                     alpha_p[0] = alpha[0];
                     alpha_p[1] = alpha[1];
@@ -2724,10 +2828,15 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             if (PP) named_arrive(other, 256);
             wg_wait<1>();
             reg_fence(s);
+#if ATTN_WS_PRED
+            mbar_arrive_if(WS_EMPTY_K(s0), leader);
+            if (!QB) mbar_arrive_if(bQEmpty, leader && w.n_tiles == 1);
+#else
             if (leader) {
                 mbar_arrive(WS_EMPTY_K(s0));
                 if (!QB && w.n_tiles == 1) mbar_arrive(bQEmpty);
             }
+#endif
             const float mo[2] = {m_r[0], m_r[1]}, lo[2] = {l_r[0], l_r[1]};
             m_r[0] = m_r[1] = -INFINITY;
             l_r[0] = l_r[1] = 0.f;
@@ -2735,7 +2844,11 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             wg_wait<0>();
             reg_fence(o);
             reg_fence_u(pa);
+#if ATTN_WS_PRED
+            mbar_arrive_if(WS_EMPTY_V(vs), leader);
+#else
             if (leader) mbar_arrive(WS_EMPTY_V(vs));
+#endif
             store_o(wo, o, mo, lo);
 #pragma unroll
             for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;

@@ -51,3 +51,23 @@ def test_fast_kernel_candidate_knobs_build_without_spills(knobs: tuple[tuple[str
     assert others == [], others
     assert [k.name for k in result.kernels if k.spill_store_bytes or k.spill_load_bytes] == []
     assert "attn_fwd_ws" in " ".join(k.name for k in result.kernels)
+
+
+def test_the_peeled_loop_candidate_builds_with_its_known_spill(tmp_path: Path) -> None:
+    """Session 11's candidate (kernels/NOTES.md): the steady loop without the mask's branch (ATTN_WS_PEEL), the
+    leader's arrivals predicated (ATTN_WS_PRED), the tile id / warpgroup index broadcast (ATTN_WS_UNIF) and the
+    descriptors advanced on 32 bits (ATTN_WS_DESC32). Its SASS has the P V wait after the row max, as FA3's. It
+    builds without warnings; ptxas spills 4 bytes in the head_dim 256 kernels only (240 registers), outside the
+    steady loop."""
+    text = FAST.read_text(encoding="utf-8")
+    for knob in ("ATTN_WS_PEEL", "ATTN_WS_PRED", "ATTN_WS_UNIF", "ATTN_WS_DESC32"):
+        assert f"#define {knob} 0 " in text, knob
+        text = text.replace(f"#define {knob} 0 ", f"#define {knob} 1 ", 1)
+    cand = tmp_path / "attn_fast_peel.cu"
+    cand.write_text(text, encoding="utf-8")
+    result = compile_kernel(cand, arch="sm_90a", cache_dir=tmp_path / "build")
+    others = [w for w in result.warnings if not w.message.startswith("uses cudaGetDriverEntryPoint")]
+    assert others == [], others
+    spills = {k.name: k.spill_load_bytes for k in result.kernels if k.spill_store_bytes or k.spill_load_bytes}
+    assert spills and all(n.startswith("void (anonymous namespace)::attn_fwd_ws<256,") and b <= 8
+                          for n, b in spills.items()), spills
