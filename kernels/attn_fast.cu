@@ -1,12 +1,15 @@
-// attn_fast.cu (v16) — FlashAttention-style forward kernel for Hopper (sm_90a), hand-written PTX (no CUTLASS/CuTe).
+// attn_fast.cu (v18) — FlashAttention-style forward kernel for Hopper (sm_90a), hand-written PTX (no CUTLASS/CuTe).
+// v18: head_dim 96 on the d128 warp-specialized kernel over 96-column tensor maps (ATTN_WS_D96); v17: tile
+// boundaries no longer merged (ATTN_WS_MERGE128 0).
 // v16: GQA decode (head_dim 128, packed rows <= 32) on attn_dec, whose warps split the keys, and split-KV on the
 // warp-specialized kernel where its row tiles fill less than a wave; v10-v15 (tile order, TMA-store epilogue, ...)
 // and every measurement: kernels/NOTES.md.
 // v9 (stage 2, kernels/NOTES.md): prefill with head_dim 64/128/256 that fills >= 1 wave runs on a persistent,
 // warp-specialized kernel (attn_fwd_ws): a producer warpgroup issues TMA bulk-tensor copies of Q/K/V into
-// mbarrier rings, 2 or 3 consumer warpgroups (setmaxnreg) run S = Q K^T and O += P V on wgmma with the softmax
-// of one tile overlapped with the PV GEMM of the previous one (intra-warpgroup) and with the other consumer's
-// GEMMs (ping-pong over named barriers); d128 also merges tile boundaries into that pipeline.
+// mbarrier rings, 2 or 3 consumer warpgroups (setmaxnreg) run S = Q K^T and O += P V on wgmma, the softmax of one
+// tile issued between the PV GEMM of the previous one and its wait (intra-warpgroup; but in the SASS ptxas puts that
+// wait before the softmax: kernels/NOTES.md, session 11, and the ATTN_WS_PEEL candidate) and overlapped with the
+// other consumer's GEMMs (ping-pong over named barriers).
 // v5 = v4 with head_dim 64 back on the mma.sync kernel. v4 = v3 + a wgmma kernel (2 warpgroups x 64 rows, Q/K/V
 // in 128B-swizzled shared memory read by matrix descriptors, S = Q K^T as wgmma SS, O += P V as wgmma RS with P
 // from registers, cp.async double-buffered K/V), now the fallback when no TMA tensor map fits the strides.
