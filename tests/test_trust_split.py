@@ -118,7 +118,8 @@ def _cpu_candidate(built: Path) -> Iterator[tuple[LauncherKernel, HostArenas]]:
 def test_an_honest_kernel_in_its_own_process_is_correct(built: Path) -> None:
     res, report = _verify(built)
     assert res.correct, res.message
-    assert res.candidate is not None and res.candidate.samples == 3
+    # 3 dense calls, or more where the wall clock alone would have convicted (CPU launchers' wake-ups: WALL_MORE)
+    assert res.candidate is not None and res.candidate.samples >= 3
     assert set(report) == {"mode", "landlock_abi", "seccomp", "caps_dropped", "warnings"} and report["mode"] == "on"
 
 
