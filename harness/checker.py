@@ -544,7 +544,8 @@ class Runner:
         for k, times in t_a.items():  # an anchor time's layout is UNCOUNTED on a repeat or a declared call
             a_sel, a_label = timed_selection(lay_a[k], [x != UNCOUNTED for x in lay_a[k]], keep)
             anchor_stats[k] = _stats([times[i] for i in a_sel], a_label) if times else None
-        return _stats(t_c, label), _stats(pick(t_o), label), anchor_stats, escaped
+        c_stats = _stats(t_c, label).model_copy(update={"resampled": more_to > 0})
+        return c_stats, _stats(pick(t_o), label), anchor_stats, escaped
 
 
 #: Fewest samples of the timed layout a median is taken over; with fewer, every counted sample counts.

@@ -69,6 +69,9 @@ class TimingStats(BaseModel):
     samples: int = Field(description="number of timed calls the median and IQR are over")
     layout: str | None = Field(default=None, description="the layout those calls had: 'dense' when calls drew "
                                "layouts (the padded ones are checked, not timed); None: every timed call counts")
+    resampled: bool = Field(default=False, description="the first samples would have convicted the kernel of escaping "
+                            "the timer on the host wall clock alone, so more were taken before judging "
+                            "(harness.checker.WALL_MORE)")
 
 
 class ErrorStats(BaseModel):
@@ -139,7 +142,7 @@ class Flag(BaseModel):
     """Something the caller should look at even when all scenarios are correct."""
 
     kind: Literal["above_physical_peak", "above_measured_peak", "suspicious_jump", "noisy_timing",
-                  "work_outside_stream", "stale_original_cache", "sanitizer_incomplete"]
+                  "work_outside_stream", "stale_original_cache", "sanitizer_incomplete", "resampled_timing"]
     message: str
     scenario_id: str | None = None
 

@@ -524,6 +524,10 @@ def build_verdict(results: list[ScenarioResult], *, suite_name: str, options: Ve
                                       "(possible, not impossible: check it)"))
         if r.message and r.message.startswith("stream_timing"):
             flags.append(Flag(kind="work_outside_stream", message=r.message, scenario_id=r.id))
+        elif r.correct and r.candidate and r.candidate.resampled:
+            flags.append(Flag(kind="resampled_timing", scenario_id=r.id,
+                              message="the first samples' host round trips alone said the work outlived the end event; "
+                                      f"more were taken and {r.candidate.samples} timed calls cleared it (host noise)"))
         if r.correct and r.candidate and r.candidate.median_ms > 0 and r.candidate.iqr_ms / r.candidate.median_ms > 0.1:
             flags.append(Flag(kind="noisy_timing", scenario_id=r.id,
                               message=f"IQR {100 * r.candidate.iqr_ms / r.candidate.median_ms:.0f}% of the median"))

@@ -174,6 +174,7 @@ def test_a_wake_up_burst_in_the_first_samples_takes_more_samples_not_a_convictio
         assert res.candidate.median_ms == pytest.approx(0.007) and res.speedup == pytest.approx(1.0)
         (rec,) = [json.loads(line) for line in log.read_text().splitlines()]
         extended += rec["wall_more_to"] > 0
+        assert res.candidate.resampled == (rec["wall_more_to"] > 0)  # the verdict says so (flag resampled_timing)
         assert rec["escaped"] is None
     assert extended >= 4  # most seeds' first 5-6 dense calls had the burst at their median
 

@@ -74,6 +74,9 @@ def test_flags_above_measured_peak_and_noise() -> None:
     v = _build([fast, noisy])
     kinds = {(f.kind, f.scenario_id) for f in v.flags}
     assert ("above_measured_peak", "a/s0") in kinds and ("noisy_timing", "a/s1") in kinds
+    assert not any(f.kind == "resampled_timing" for f in v.flags)
+    noisy.candidate.resampled = True  # cleared after the extra samples (harness.checker.WALL_MORE): named
+    assert ("resampled_timing", "a/s1") in {(f.kind, f.scenario_id) for f in _build([fast, noisy]).flags}
 
 
 def test_all_not_run_is_an_error() -> None:
