@@ -453,6 +453,11 @@ class Runner:
 
         more_to = 0  # WALL_MORE: fresh calls are taken up to this n (once) when only the wall clock convicts
 
+        def escape_args(sel: list[int]) -> list[list[float] | None]:
+            """The escape check's sample lists over the samples ``sel`` (the device tails only under ``tail``)."""
+            return [[xs[i] for i in sel] if xs is not None else None
+                    for xs in (t_c, t_o, w_c, w_o, tl_c if tail else None, tl_o if tail else None)]
+
         def more_fresh() -> bool:
             """Another fresh call: fewer than 3 counted (whatever the cap: ends, 6 dense cards in any 12), or
             below the cap with the repeats still to come and a floor, a scheduled call or the budget not met;
@@ -465,8 +470,7 @@ class Runner:
                 return True
             if more_to == 0:
                 sel = timed_selection(lay, counts, keep)[0]
-                if escape_evidence(job.stream_escape_check, *([xs[i] for i in sel] for xs in (t_c, t_o, w_c, w_o)),
-                                   *(([tl_c[i] for i in sel], [tl_o[i] for i in sel]) if tail else ())) == "wall":
+                if escape_evidence(job.stream_escape_check, *escape_args(sel)) == "wall":
                     more_to = n + min(WALL_MORE * max(n, job.min_samples), cap)  # bounded: at most cap more
                     return True
             return False
@@ -532,10 +536,8 @@ class Runner:
         mode = job.stream_escape_check
         sel, label = timed_selection(lay, counts, keep)  # the escape check judges the calls the times are over
 
-        def pick(xs: list[float]) -> list[float]:
-            return [xs[i] for i in sel]
-        t_c, escaped = judge_escape(mode, pick(t_c), pick(t_o), pick(w_c), pick(w_o), pick(tl_c) if tail else None,
-                                    pick(tl_o) if tail else None)
+        picked = escape_args(sel)
+        t_c, escaped = judge_escape(mode, *picked)
         if log is not None:
             append_timing_log(job.diag_timing_log, {"id": sc.id, "escape_check": mode, "order": job.diag_order,
                                                     "split": self.cand_b is not None, "escaped": escaped,
@@ -545,7 +547,7 @@ class Runner:
             a_sel, a_label = timed_selection(lay_a[k], [x != UNCOUNTED for x in lay_a[k]], keep)
             anchor_stats[k] = _stats([times[i] for i in a_sel], a_label) if times else None
         c_stats = _stats(t_c, label).model_copy(update={"resampled": more_to > 0})
-        return c_stats, _stats(pick(t_o), label), anchor_stats, escaped
+        return c_stats, _stats(picked[1], label), anchor_stats, escaped
 
 
 #: Fewest samples of the timed layout a median is taken over; with fewer, every counted sample counts.

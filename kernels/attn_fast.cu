@@ -2667,6 +2667,29 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             }
         };
 
+        // The consumer leader's arrivals: K's empty barrier of a stage, with Q's empty barrier where `last` (the
+        // producer may load the next tile's Q; QB arrives on it after the O store instead), and V's empty barrier.
+        // ATTN_WS_PRED: predicated instructions, no branch (a divergent region in the loop makes ptxas put the P V
+        // wait right after it).
+        auto leader_arrive_k = [&](uint32_t bar_k, bool last) {
+#if ATTN_WS_PRED
+            mbar_arrive_if(bar_k, leader);
+            if (!QB) mbar_arrive_if(bQEmpty, leader && last);
+#else
+            if (leader) {
+                mbar_arrive(bar_k);
+                if (!QB && last) mbar_arrive(bQEmpty);
+            }
+#endif
+        };
+        auto leader_arrive_v = [&](uint32_t bar_v) {
+#if ATTN_WS_PRED
+            mbar_arrive_if(bar_v, leader);
+#else
+            if (leader) mbar_arrive(bar_v);
+#endif
+        };
+
         // issue point 0 of a tile started on its own: S_0 only
         auto first_s = [&]() {
             const int s0 = kv % ST;
@@ -2676,55 +2699,39 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             if (PP) named_arrive(other, 256);
             wg_wait<0>();
             reg_fence(s);
-#if ATTN_WS_PRED
-            mbar_arrive_if(WS_EMPTY_K(s0), leader);
-            if (!QB) mbar_arrive_if(bQEmpty, leader && w.n_tiles == 1);
-#else
-            if (leader) {
-                mbar_arrive(WS_EMPTY_K(s0));
-                if (!QB && w.n_tiles == 1) mbar_arrive(bQEmpty);
-            }
-#endif
+            leader_arrive_k(WS_EMPTY_K(s0), w.n_tiles == 1);
             softmax(0, alpha_p);
             pack_p();
         };
         first_s();
         int j = 1;
-#if ATTN_WS_PEEL
-        // issue point j of tile w (S_j and P_{j-1} V_{j-1}) with the mask compiled in or out (tag), so that the
-        // steady loop below has no branch between the S wait and the P V wait
+        // issue point j of tile w: S_j and P_{j-1} V_{j-1}. ATTN_WS_PEEL: the mask compiled in or out by the tag
+        // (the caller knows which key tiles need it), so that the steady loop has no branch between the S wait and
+        // the P V wait; else softmax() decides per tile.
         auto issue_point = [&](int j, auto masked) {
             const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
             mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
             if (PP) named_sync(me, 256);
             issue_s(WS_KBUF(ks));
-            if (ATTN_WS_RMID) rescale_o(alpha_p);
+            if (ATTN_WS_RMID) rescale_o(alpha_p);  // o is not in flight: P_{j-2} V_{j-2} was waited for
             mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
             issue_pv(WS_VBUF(vs));
             if (PP) named_arrive(other, 256);
-            wg_wait<1>();
+            wg_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
             reg_fence(s);
-#if ATTN_WS_PRED
-            mbar_arrive_if(WS_EMPTY_K(ks), leader);
-            if (!QB) mbar_arrive_if(bQEmpty, leader && j == w.n_tiles - 1);
-#else
-            if (leader) {
-                mbar_arrive(WS_EMPTY_K(ks));
-                if (!QB && j == w.n_tiles - 1) mbar_arrive(bQEmpty);
-            }
-#endif
+            leader_arrive_k(WS_EMPTY_K(ks), j == w.n_tiles - 1);
             float alpha[2];
-            int jg = j;  // global key tile (masks)
-            if constexpr (KS) jg += w.j0;
-            softmax_body(jg, alpha, masked);
+            if constexpr (ATTN_WS_PEEL) {
+                int jg = j;  // global key tile (masks)
+                if constexpr (KS) jg += w.j0;
+                softmax_body(jg, alpha, masked);
+            } else {
+                softmax(j, alpha);
+            }
             wg_wait<0>();
             reg_fence(o);
             reg_fence_u(pa);
-#if ATTN_WS_PRED
-            mbar_arrive_if(WS_EMPTY_V(vs), leader);
-#else
-            if (leader) mbar_arrive(WS_EMPTY_V(vs));
-#endif
+            leader_arrive_v(WS_EMPTY_V(vs));
             if (ATTN_WS_RMID) {
                 alpha_p[0] = alpha[0];
                 alpha_p[1] = alpha[1];
@@ -2733,60 +2740,21 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             }
             pack_p();
         };
-#endif
         while (true) {
-#if ATTN_WS_PEEL
             if (j < w.n_tiles) {
+#if ATTN_WS_PEEL
                 // key tiles (of the unit) below j_mask need no mask for this consumer's rows: softmax_body masks
                 // tile jj (global) where jj * BN + BN > mask_from
                 int j_mask = min(w.n_tiles, mask_from / BN);
                 if constexpr (KS) j_mask = min(w.n_tiles, mask_from / BN - w.j0);
                 for (; j < j_mask; ++j) issue_point(j, WsTag<false>{});
                 for (; j < w.n_tiles; ++j) issue_point(j, WsTag<true>{});
-            }
-#endif
-#if !ATTN_WS_PEEL  // (with PEEL, j == w.n_tiles here)
-            if (j < w.n_tiles) {  // issue point j of tile w: S_j and P_{j-1} V_{j-1}
-                const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
-                mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
-                if (PP) named_sync(me, 256);
-                issue_s(WS_KBUF(ks));
-                if (ATTN_WS_RMID) rescale_o(alpha_p);  // o is not in flight: P_{j-2} V_{j-2} was waited for
-                mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
-                issue_pv(WS_VBUF(vs));
-                if (PP) named_arrive(other, 256);
-                wg_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
-                reg_fence(s);
-#if ATTN_WS_PRED
-                mbar_arrive_if(WS_EMPTY_K(ks), leader);
-                if (!QB) mbar_arrive_if(bQEmpty, leader && j == w.n_tiles - 1);  // the producer may load the next tile's Q
 #else
-                if (leader) {
-                    mbar_arrive(WS_EMPTY_K(ks));
-                    if (!QB && j == w.n_tiles - 1) mbar_arrive(bQEmpty);  // the producer may load the next tile's Q
-                }
-#endif
-                float alpha[2];
-                softmax(j, alpha);
-                wg_wait<0>();
-                reg_fence(o);
-                reg_fence_u(pa);
-#if ATTN_WS_PRED
-                mbar_arrive_if(WS_EMPTY_V(vs), leader);
-#else
-                if (leader) mbar_arrive(WS_EMPTY_V(vs));
-#endif
-                if (ATTN_WS_RMID) {
-                    alpha_p[0] = alpha[0];
-                    alpha_p[1] = alpha[1];
-                } else {
-                    rescale_o(alpha);
-                }
-                pack_p();
+                issue_point(j, WsTag<true>{});
                 ++j;
                 continue;
-            }
 #endif
+            }
             // tile w is done but for its last P V
             const int gv = kv + w.n_tiles - 1, vs = gv % ST;
             kv += w.n_tiles;
@@ -2833,15 +2801,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             if (PP) named_arrive(other, 256);
             wg_wait<1>();
             reg_fence(s);
-#if ATTN_WS_PRED
-            mbar_arrive_if(WS_EMPTY_K(s0), leader);
-            if (!QB) mbar_arrive_if(bQEmpty, leader && w.n_tiles == 1);
-#else
-            if (leader) {
-                mbar_arrive(WS_EMPTY_K(s0));
-                if (!QB && w.n_tiles == 1) mbar_arrive(bQEmpty);
-            }
-#endif
+            leader_arrive_k(WS_EMPTY_K(s0), w.n_tiles == 1);
             const float mo[2] = {m_r[0], m_r[1]}, lo[2] = {l_r[0], l_r[1]};
             m_r[0] = m_r[1] = -INFINITY;
             l_r[0] = l_r[1] = 0.f;
@@ -2849,11 +2809,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             wg_wait<0>();
             reg_fence(o);
             reg_fence_u(pa);
-#if ATTN_WS_PRED
-            mbar_arrive_if(WS_EMPTY_V(vs), leader);
-#else
-            if (leader) mbar_arrive(WS_EMPTY_V(vs));
-#endif
+            leader_arrive_v(WS_EMPTY_V(vs));
             store_o(wo, o, mo, lo);
 #pragma unroll
             for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
