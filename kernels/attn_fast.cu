@@ -2025,9 +2025,6 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_PEEL
 #define ATTN_WS_PEEL 0  // session 11 candidate: the issue points whose key tile needs no mask in a loop of their own,
 #endif                  // without the mask's branch (ptxas then leaves the P V wait after the row max: FA3's overlap)
-#ifndef ATTN_WS_CWT
-#define ATTN_WS_CWT 0  // session 12 candidate: the consumer's code instantiated per warpgroup index (uniform Q descriptor)
-#endif
 #ifndef ATTN_WS_TMA_O_VBUF
 #define ATTN_WS_TMA_O_VBUF 0  // session 10 candidate: O staged over the V ring instead of Q's buffer (FA3's choice), so the
 #endif                        // next tile's Q loads early; the producer holds the next tile's first V until the store read it
@@ -2173,13 +2170,6 @@ template <bool B>
 struct WsTag {  // a compile-time flag passed to a generic lambda
     static constexpr bool value = B;
 };
-template <int N>
-struct WsInt {  // a compile-time consumer index passed to the consumer's generic lambda (ATTN_WS_CWT)
-    static constexpr int value = N;
-};
-__device__ __forceinline__ constexpr int ws_cw(int c) { return c; }
-template <int N>
-__device__ __forceinline__ constexpr int ws_cw(WsInt<N>) { return N; }
 struct WsTile {
     int b, h, m0, n_tiles;
 };
@@ -2366,488 +2356,471 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     // the last P V of the current one, so the next tile's first softmax overlaps that PV, and the epilogue
     // runs while the other consumer's GEMMs keep the tensor cores busy.
     regs_inc<WsRegs<NWG>::consumer>();
-    // ATTN_WS_CWT: the consumer's code instantiated once per warpgroup index (cw a compile-time constant), so the
-    // Q descriptor, the rows and the barrier ids are uniform values: no per-wgmma R2UR / IMAD of a Q descriptor
-    // held in vector registers (session 12: 48 of the d128 steady loop's 686 static instructions); else one copy
-    // with cw in a register.
-    auto consumer = [&](auto cw_arg) {
-        const int cw = ws_cw(cw_arg), warp = (tid >> 5) & 3, lane = tid & 31;
-        const bool leader = (tid & 127) == 0;
-        const float sl2 = p.scale_log2;
-        const int off = p.sk - p.sq;  // bottom-right causal: row i sees keys j <= i + off
-        const int t2 = 2 * (lane & 3);
-        const int rlane = 64 * cw + 16 * warp + (lane >> 2);  // this thread's rows in a tile: rlane and rlane + 8
-        // Ping-pong: consumer c waits on named barrier 1 + c before issuing its GEMMs and then lets consumer
-        // c + 1 (mod NWG) go; the last consumer's first arrival lets consumer 0 start.
-        const int me = 1 + cw, other = 1 + (cw + 1) % NWG;
-        if (PP && cw == NWG - 1) named_arrive(1, 256);
+#if ATTN_WS_UNIF
+    const int cw = __shfl_sync(0xffffffffu, wg - 1, 0), warp = (tid >> 5) & 3, lane = tid & 31;  // cw warp-uniform
+#else
+    const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+#endif
+    const bool leader = (tid & 127) == 0;
+    const float sl2 = p.scale_log2;
+    const int off = p.sk - p.sq;  // bottom-right causal: row i sees keys j <= i + off
+    const int t2 = 2 * (lane & 3);
+    const int rlane = 64 * cw + 16 * warp + (lane >> 2);  // this thread's rows in a tile: rlane and rlane + 8
+    // Ping-pong: consumer c waits on named barrier 1 + c before issuing its GEMMs and then lets consumer
+    // c + 1 (mod NWG) go; the last consumer's first arrival lets consumer 0 start.
+    const int me = 1 + cw, other = 1 + (cw + 1) % NWG;
+    if (PP && cw == NWG - 1) named_arrive(1, 256);
 
-        // lse of one row of tile w from its running max m and sum l (+inf where no key was seen)
-        auto store_lse = [&](const WsUnit<KS>& w, int row, float m, float l) {
-            p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = l > 0.f ? (m * sl2 + log2f(l)) * kLn2 : INFINITY;
-        };
-        // o / lse of this thread's two rows of tile w (o = 0 and lse = +inf where no key was seen).
-        auto store_rows = [&](const WsUnit<KS>& w, const float* o, const float (&m)[2], const float (&l4)[2]) {
-    #pragma unroll
+    // lse of one row of tile w from its running max m and sum l (+inf where no key was seen)
+    auto store_lse = [&](const WsUnit<KS>& w, int row, float m, float l) {
+        p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = l > 0.f ? (m * sl2 + log2f(l)) * kLn2 : INFINITY;
+    };
+    // o / lse of this thread's two rows of tile w (o = 0 and lse = +inf where no key was seen).
+    auto store_rows = [&](const WsUnit<KS>& w, const float* o, const float (&m)[2], const float (&l4)[2]) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const float l = quad_sum(l4[i]);
+            const int row = w.m0 + rlane + 8 * i;
+            if (row >= p.sq) continue;
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            T* og = static_cast<T*>(p.o) + w.b * p.o_bs + (long long)row * p.o_rs + w.h * p.o_hs;
+#pragma unroll
+            for (int c = 0; c < NO; ++c)
+                if (8 * c < DR)
+                    *reinterpret_cast<uint32_t*>(og + 8 * c + t2) =
+                        Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
+            if ((lane & 3) == 0) store_lse(w, row, m[i], l);
+        }
+    };
+    // ATTN_WS_TMA_O: the same values (o * (1 / l) packed to T) go to this consumer's staging area in the
+    // 128-byte-swizzle layout of the O map's 64 x 64 boxes (row r's 16-byte chunk k at chunk k ^ (r % 8); r % 8
+    // is lane / 4 for both of a thread's rows), then one thread stores the D / 64 boxes with TMA, which skips
+    // the rows >= seqlen_q. Named barrier NWG + 1 + cw (ids 1..NWG are the ping-pong's) orders, per consumer:
+    // the previous store's reads before the writes, the writes (made visible to the async proxy) before the
+    // store. lse stays a plain store.
+    // QB (ATTN_WS_TMA_O_QBUF): the staging area is this consumer's 64 rows of Q's buffer (column block c at
+    // sQ + c * BM * 128 + cw * 64 * 128: the same 64 x 128 B swizzled blocks, 1024-aligned), which only this
+    // consumer's S GEMMs read; Q's empty barrier is arrived on here, once the store has read the staging, not
+    // after the tile's last S GEMM (the producer then loads the next tile's Q over it).
+    auto store_o = [&](const WsUnit<KS>& w, const float* o, const float (&m)[2], const float (&l4)[2]) {
+        if constexpr (KS) {  // fp32 partials of split w.split: o * (1 / l) and lse (-inf where no key was seen)
+#pragma unroll
             for (int i = 0; i < 2; ++i) {
                 const float l = quad_sum(l4[i]);
                 const int row = w.m0 + rlane + 8 * i;
                 if (row >= p.sq) continue;
                 const float inv = l > 0.f ? 1.f / l : 0.f;
-                T* og = static_cast<T*>(p.o) + w.b * p.o_bs + (long long)row * p.o_rs + w.h * p.o_hs;
-    #pragma unroll
+                const long long ro = (((long long)w.split * p.batch + w.b) * p.hq + w.h) * p.sq + row;
+                float* dst = p.o_part + ro * D + t2;
+#pragma unroll
                 for (int c = 0; c < NO; ++c)
-                    if (8 * c < DR)
-                        *reinterpret_cast<uint32_t*>(og + 8 * c + t2) =
-                            Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
-                if ((lane & 3) == 0) store_lse(w, row, m[i], l);
+                    *reinterpret_cast<float2*>(dst + 8 * c) = make_float2(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
+                if ((lane & 3) == 0) p.lse_part[ro] = l > 0.f ? (m[i] * sl2 + log2f(l)) * kLn2 : -INFINITY;
             }
-        };
-        // ATTN_WS_TMA_O: the same values (o * (1 / l) packed to T) go to this consumer's staging area in the
-        // 128-byte-swizzle layout of the O map's 64 x 64 boxes (row r's 16-byte chunk k at chunk k ^ (r % 8); r % 8
-        // is lane / 4 for both of a thread's rows), then one thread stores the D / 64 boxes with TMA, which skips
-        // the rows >= seqlen_q. Named barrier NWG + 1 + cw (ids 1..NWG are the ping-pong's) orders, per consumer:
-        // the previous store's reads before the writes, the writes (made visible to the async proxy) before the
-        // store. lse stays a plain store.
-        // QB (ATTN_WS_TMA_O_QBUF): the staging area is this consumer's 64 rows of Q's buffer (column block c at
-        // sQ + c * BM * 128 + cw * 64 * 128: the same 64 x 128 B swizzled blocks, 1024-aligned), which only this
-        // consumer's S GEMMs read; Q's empty barrier is arrived on here, once the store has read the staging, not
-        // after the tile's last S GEMM (the producer then loads the next tile's Q over it).
-        auto store_o = [&](const WsUnit<KS>& w, const float* o, const float (&m)[2], const float (&l4)[2]) {
-            if constexpr (KS) {  // fp32 partials of split w.split: o * (1 / l) and lse (-inf where no key was seen)
-    #pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    const float l = quad_sum(l4[i]);
-                    const int row = w.m0 + rlane + 8 * i;
-                    if (row >= p.sq) continue;
-                    const float inv = l > 0.f ? 1.f / l : 0.f;
+            return;
+        }
+#if ATTN_WS_TMA_O
+        if constexpr (TO) {
+            const int bar_o = NWG + 1 + cw;
+            constexpr uint32_t cstride = QB ? BM * 128 : 64 * 128;  // bytes between the staging's column blocks
+            const uint32_t so = QB ? sQ + cw * (64 * 128) : (VB ? sV : sO) + cw * (64 * D * 2);
+            // the previous tile's store has read the staging area (QB / VB: waited for before the empty arrival); the
+            // sync also orders every warp's completed GEMMs (QB: the S GEMMs reading Q) before the writes
+            if (!QB && !VB && leader) bulk_wait_read0();
+            // VB: the caller's leader has seen both consumers' last P V of the tile complete (V's empty barrier of
+            // that tile), so no GEMM reads the ring; the producer loads no V until this tile's stores have read it
+            named_sync(bar_o, 128);
+            const int xr = lane >> 2;
+            const uint32_t rb = so + (16 * warp + xr) * 128 + (lane & 3) * 4;  // row 16 * warp + xr, bytes 4 * (lane & 3)
+            float l[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {  // row + 8 * i: 1024 B further, same xr
+                l[i] = quad_sum(l4[i]);
+                const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
+#pragma unroll
+                for (int c = 0; c < NO; ++c)  // columns 8c + t2, t2 + 1: column block c / 8, 16-byte chunk c % 8
+                    st_shared_u32(rb + i * 1024 + (c >> 3) * cstride + (((c & 7) ^ xr) << 4),
+                                  Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv));
+            }
+            fence_proxy_async();  // this thread's generic-proxy writes, visible to the TMA store
+            named_sync(bar_o, 128);
+            if (leader && w.m0 + 64 * cw < p.sq) {
+#pragma unroll
+                for (int c = 0; c < DB; ++c) tma_store_4d(&tmO, so + c * cstride, c * 64, w.m0 + 64 * cw, w.h, w.b);
+                bulk_commit();
+            }
+            if (QB && leader) {  // Q's buffer (this consumer's half) free for the next tile's Q
+                bulk_wait_read0();
+                mbar_arrive(bQEmpty);
+            }
+            if (VB && leader) {  // this consumer's part of the V ring free for the next tile's V
+                bulk_wait_read0();
+                mbar_arrive(bOEmpty);
+            }
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {  // lse after the store is issued (off the fence's path)
+                const int row = w.m0 + rlane + 8 * i;
+                if ((lane & 3) == 0 && row < p.sq) store_lse(w, row, m[i], l[i]);
+            }
+            return;
+        }
+#endif
+        store_rows(w, o, m, l4);
+    };
+    // The next tile with keys from the producer (its id in shared memory, published by the Q barrier's
+    // phase q_it); tiles without keys (causal, seqlen_q > seqlen_k) are written on the way (o = 0,
+    // lse = +inf). Returns total at the end.
+    int q_it = 0;  // tile ids taken so far
+    auto acquire = [&](WsUnit<KS>& w) {
+        while (true) {
+            mbar_wait(bQ, q_it & 1);
+#if ATTN_WS_UNIF
+            const int t = __shfl_sync(0xffffffffu, (int)ld_shared_u32(sTile), 0);  // warp-uniform to the compiler
+#else
+            const int t = (int)ld_shared_u32(sTile);
+#endif
+            if (t >= total) return total;
+            w = ws_unit<KS>(p, t, m_blocks, BM, BN);
+            if (w.n_tiles > 0) return t;
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {  // no key for any row of this tile: o = 0, lse = +inf
+                const int row = w.m0 + rlane + 8 * i;
+                if (row >= p.sq) continue;
+                if constexpr (KS) {  // no key in this split: partial o = 0, lse = -inf (attn_combine gives it weight 0)
                     const long long ro = (((long long)w.split * p.batch + w.b) * p.hq + w.h) * p.sq + row;
                     float* dst = p.o_part + ro * D + t2;
-    #pragma unroll
-                    for (int c = 0; c < NO; ++c)
-                        *reinterpret_cast<float2*>(dst + 8 * c) = make_float2(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv);
-                    if ((lane & 3) == 0) p.lse_part[ro] = l > 0.f ? (m[i] * sl2 + log2f(l)) * kLn2 : -INFINITY;
+#pragma unroll 1
+                    for (int c = 0; c < NO; ++c) *reinterpret_cast<float2*>(dst + 8 * c) = make_float2(0.f, 0.f);
+                    if ((lane & 3) == 0) p.lse_part[ro] = -INFINITY;
+                    continue;
                 }
-                return;
+                T* og = static_cast<T*>(p.o) + w.b * p.o_bs + (long long)row * p.o_rs + w.h * p.o_hs;
+#pragma unroll 1
+                for (int c = 0; c < DR / 8; ++c) *reinterpret_cast<uint32_t*>(og + 8 * c + t2) = 0u;
+                if ((lane & 3) == 0) p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = INFINITY;
             }
-    #if ATTN_WS_TMA_O
-            if constexpr (TO) {
-                const int bar_o = NWG + 1 + cw;
-                constexpr uint32_t cstride = QB ? BM * 128 : 64 * 128;  // bytes between the staging's column blocks
-                const uint32_t so = QB ? sQ + cw * (64 * 128) : (VB ? sV : sO) + cw * (64 * D * 2);
-                // the previous tile's store has read the staging area (QB / VB: waited for before the empty arrival); the
-                // sync also orders every warp's completed GEMMs (QB: the S GEMMs reading Q) before the writes
-                if (!QB && !VB && leader) bulk_wait_read0();
-                // VB: the caller's leader has seen both consumers' last P V of the tile complete (V's empty barrier of
-                // that tile), so no GEMM reads the ring; the producer loads no V until this tile's stores have read it
-                named_sync(bar_o, 128);
-                const int xr = lane >> 2;
-                const uint32_t rb = so + (16 * warp + xr) * 128 + (lane & 3) * 4;  // row 16 * warp + xr, bytes 4 * (lane & 3)
-                float l[2];
-    #pragma unroll
-                for (int i = 0; i < 2; ++i) {  // row + 8 * i: 1024 B further, same xr
-                    l[i] = quad_sum(l4[i]);
-                    const float inv = l[i] > 0.f ? 1.f / l[i] : 0.f;
-    #pragma unroll
-                    for (int c = 0; c < NO; ++c)  // columns 8c + t2, t2 + 1: column block c / 8, 16-byte chunk c % 8
-                        st_shared_u32(rb + i * 1024 + (c >> 3) * cstride + (((c & 7) ^ xr) << 4),
-                                      Ops<T>::pack(o[4 * c + 2 * i] * inv, o[4 * c + 2 * i + 1] * inv));
-                }
-                fence_proxy_async();  // this thread's generic-proxy writes, visible to the TMA store
-                named_sync(bar_o, 128);
-                if (leader && w.m0 + 64 * cw < p.sq) {
-    #pragma unroll
-                    for (int c = 0; c < DB; ++c) tma_store_4d(&tmO, so + c * cstride, c * 64, w.m0 + 64 * cw, w.h, w.b);
-                    bulk_commit();
-                }
-                if (QB && leader) {  // Q's buffer (this consumer's half) free for the next tile's Q
-                    bulk_wait_read0();
-                    mbar_arrive(bQEmpty);
-                }
-                if (VB && leader) {  // this consumer's part of the V ring free for the next tile's V
-                    bulk_wait_read0();
-                    mbar_arrive(bOEmpty);
-                }
-    #pragma unroll
-                for (int i = 0; i < 2; ++i) {  // lse after the store is issued (off the fence's path)
-                    const int row = w.m0 + rlane + 8 * i;
-                    if ((lane & 3) == 0 && row < p.sq) store_lse(w, row, m[i], l[i]);
-                }
-                return;
-            }
-    #endif
-            store_rows(w, o, m, l4);
-        };
-        // The next tile with keys from the producer (its id in shared memory, published by the Q barrier's
-        // phase q_it); tiles without keys (causal, seqlen_q > seqlen_k) are written on the way (o = 0,
-        // lse = +inf). Returns total at the end.
-        int q_it = 0;  // tile ids taken so far
-        auto acquire = [&](WsUnit<KS>& w) {
-            while (true) {
-                mbar_wait(bQ, q_it & 1);
-    #if ATTN_WS_UNIF
-                const int t = __shfl_sync(0xffffffffu, (int)ld_shared_u32(sTile), 0);  // warp-uniform to the compiler
-    #else
-                const int t = (int)ld_shared_u32(sTile);
-    #endif
-                if (t >= total) return total;
-                w = ws_unit<KS>(p, t, m_blocks, BM, BN);
-                if (w.n_tiles > 0) return t;
-    #pragma unroll
-                for (int i = 0; i < 2; ++i) {  // no key for any row of this tile: o = 0, lse = +inf
-                    const int row = w.m0 + rlane + 8 * i;
-                    if (row >= p.sq) continue;
-                    if constexpr (KS) {  // no key in this split: partial o = 0, lse = -inf (attn_combine gives it weight 0)
-                        const long long ro = (((long long)w.split * p.batch + w.b) * p.hq + w.h) * p.sq + row;
-                        float* dst = p.o_part + ro * D + t2;
-    #pragma unroll 1
-                        for (int c = 0; c < NO; ++c) *reinterpret_cast<float2*>(dst + 8 * c) = make_float2(0.f, 0.f);
-                        if ((lane & 3) == 0) p.lse_part[ro] = -INFINITY;
-                        continue;
-                    }
-                    T* og = static_cast<T*>(p.o) + w.b * p.o_bs + (long long)row * p.o_rs + w.h * p.o_hs;
-    #pragma unroll 1
-                    for (int c = 0; c < DR / 8; ++c) *reinterpret_cast<uint32_t*>(og + 8 * c + t2) = 0u;
-                    if ((lane & 3) == 0) p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = INFINITY;
-                }
-                if (leader) mbar_arrive(bQEmpty);
-                ++q_it;
-            }
-        };
+            if (leader) mbar_arrive(bQEmpty);
+            ++q_it;
+        }
+    };
 
-        WsUnit<KS> w;
-        int t = acquire(w);
-        if (t < total) {
-            int kv = 0;  // K/V tiles consumed before the current tile (ring position)
-            int mask_from = 0;     // key index from which this warpgroup's rows of tile w need a mask
-            auto set_tile = [&]() {
-                mask_from = p.causal ? min(p.sk, w.m0 + 64 * cw + off + 1) : p.sk;
-            };
-            set_tile();
-            float o[NO * 4];
-    #pragma unroll
-            for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
-            float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
-            float s[NC * 4];
-            uint32_t pa[BN / 16][4];
-            float alpha_p[2] = {1.f, 1.f};  // RMID: the rescale the next P V needs, applied at its issue point
-    #if ATTN_WS_DESC_INC
-            // Descriptors built once and advanced by constants: the 14-bit start-address field holds addr >> 4 and
-            // every shared-memory address of the CTA is below 256 KB, so desc(addr + off) == desc(addr) + off / 16.
-            const uint64_t dq0 = wg_desc(sQ + cw * (64 * 128), 16, 1024), dk0 = wg_desc(sK, 16, 1024);
-            const uint64_t dv0 = wg_desc(sV, BN * 128, 1024);
-    #if ATTN_WS_DESC32
-            // the same sums on the low 32 bits only (no carry leaves the start-address field, as above): the high word
-            // (stride byte offset, swizzle) stays a compile-time constant, one 32-bit add per descriptor instead of a
-            // 64-bit add and two register moves (run 43's SASS: 12 IADD3 + 12 IMAD.X + 27 MOV + 32 R2UR per d256 tile)
-            auto dadd = [](uint64_t d, uint32_t off) -> uint64_t {
-                return (d & 0xFFFFFFFF00000000ull) | (uint64_t)((uint32_t)d + off);
-            };
-    #else
-            auto dadd = [](uint64_t d, uint32_t off) -> uint64_t { return d + off; };
-    #endif
-            auto issue_s = [&](int stage) {
-                wg_fence();
-                const uint64_t dk = dadd(dk0, (uint32_t)(stage * (kKV >> 4)));
-    #pragma unroll
-                for (int kk = 0; kk < D / 16; ++kk)
-                    WgSS<T, BN>::run(s, dadd(dq0, ((kk >> 2) * (BM * 128) + (kk & 3) * 32) >> 4),
-                                     dadd(dk, ((kk >> 2) * (BN * 128) + (kk & 3) * 32) >> 4), kk > 0);
-                wg_commit();
-            };
-            auto issue_pv = [&](int stage) {
-                wg_fence();
-                const uint64_t dv = dadd(dv0, (uint32_t)(stage * (kKV >> 4)));
-    #pragma unroll
-                for (int kk = 0; kk < BN / 16; ++kk) WgRS<T, D>::run(o, pa[kk], dadd(dv, kk * (16 * 128 >> 4)));
-                wg_commit();
-            };
-    #define WS_KBUF(st) (st)
-    #define WS_VBUF(st) (st)
-    #else
-            auto issue_s = [&](uint32_t kbuf) {
-                wg_fence();
-    #pragma unroll
-                for (int kk = 0; kk < D / 16; ++kk) {
-                    const uint32_t qa = sQ + (kk >> 2) * (BM * 128) + cw * (64 * 128) + (kk & 3) * 32;
-                    const uint32_t kb = kbuf + (kk >> 2) * (BN * 128) + (kk & 3) * 32;
-                    WgSS<T, BN>::run(s, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024), kk > 0);
-                }
-                wg_commit();
-            };
-            auto issue_pv = [&](uint32_t vbuf) {
-                wg_fence();
-    #pragma unroll
-                for (int kk = 0; kk < BN / 16; ++kk)
-                    WgRS<T, D>::run(o, pa[kk], wg_desc(vbuf + kk * (16 * 128), BN * 128, 1024));
-                wg_commit();
-            };
-    #define WS_KBUF(st) (sK + (st) * kKV)
-    #define WS_VBUF(st) (sV + (st) * kKV)
-    #endif
-            // Masks tile j of s, updates the running max / sum, leaves exp2 values in s; alpha per row.
-            // v12 candidate (ATTN_WS_SMSPLIT): in the SASS of v11 ptxas puts the wait for P_{j-1} V_{j-1} at the
-            // top of the basic block that follows the optional mask (the block holding max, exp2 and the sums), so
-            // the whole softmax ran after the PV: no intra-warpgroup overlap (FA3's loop, without a mask branch,
-            // has its max and a third of its exp2 before that wait). With SMSPLIT the complete softmax sits in two
-            // branch arms (masked, unmasked) that join before the wait.
-            auto softmax_body = [&](int j, float (&alpha)[2], auto masked) {
-                const int kbase = j * BN;
-                if (decltype(masked)::value && (SPLIT || ATTN_WS_PEEL || kbase + BN > mask_from)) {  // PEEL: the tag decides
-                    const int r0 = w.m0 + rlane;
-    #pragma unroll
-                    for (int c = 0; c < NC; ++c)
-    #pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const int row = r0 + ((e >> 1) << 3);
-                            const int col = kbase + 8 * c + t2 + (e & 1);
-                            const int lim = p.causal ? min(p.sk, row + off + 1) : p.sk;
-                            if (col >= lim) s[4 * c + e] = -INFINITY;
-                        }
-                }
-                float mx[2] = {m_r[0], m_r[1]};
-                if (ATTN_WS_ILP) {  // two chains per row: half the dependent FMNMX latency
-                    float mb[2] = {-INFINITY, -INFINITY};
-    #pragma unroll
-                    for (int c = 0; c < NC; c += 2) {
-                        mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
-                        mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
-                        if (c + 1 < NC) {
-                            mb[0] = fmaxf(mb[0], fmaxf(s[4 * c + 4], s[4 * c + 5]));
-                            mb[1] = fmaxf(mb[1], fmaxf(s[4 * c + 6], s[4 * c + 7]));
-                        }
+    WsUnit<KS> w;
+    int t = acquire(w);
+    if (t < total) {
+        int kv = 0;  // K/V tiles consumed before the current tile (ring position)
+        int mask_from = 0;     // key index from which this warpgroup's rows of tile w need a mask
+        auto set_tile = [&]() {
+            mask_from = p.causal ? min(p.sk, w.m0 + 64 * cw + off + 1) : p.sk;
+        };
+        set_tile();
+        float o[NO * 4];
+#pragma unroll
+        for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
+        float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
+        float s[NC * 4];
+        uint32_t pa[BN / 16][4];
+        float alpha_p[2] = {1.f, 1.f};  // RMID: the rescale the next P V needs, applied at its issue point
+#if ATTN_WS_DESC_INC
+        // Descriptors built once and advanced by constants: the 14-bit start-address field holds addr >> 4 and
+        // every shared-memory address of the CTA is below 256 KB, so desc(addr + off) == desc(addr) + off / 16.
+        const uint64_t dq0 = wg_desc(sQ + cw * (64 * 128), 16, 1024), dk0 = wg_desc(sK, 16, 1024);
+        const uint64_t dv0 = wg_desc(sV, BN * 128, 1024);
+#if ATTN_WS_DESC32
+        // the same sums on the low 32 bits only (no carry leaves the start-address field, as above): the high word
+        // (stride byte offset, swizzle) stays a compile-time constant, one 32-bit add per descriptor instead of a
+        // 64-bit add and two register moves (run 43's SASS: 12 IADD3 + 12 IMAD.X + 27 MOV + 32 R2UR per d256 tile)
+        auto dadd = [](uint64_t d, uint32_t off) -> uint64_t {
+            return (d & 0xFFFFFFFF00000000ull) | (uint64_t)((uint32_t)d + off);
+        };
+#else
+        auto dadd = [](uint64_t d, uint32_t off) -> uint64_t { return d + off; };
+#endif
+        auto issue_s = [&](int stage) {
+            wg_fence();
+            const uint64_t dk = dadd(dk0, (uint32_t)(stage * (kKV >> 4)));
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk)
+                WgSS<T, BN>::run(s, dadd(dq0, ((kk >> 2) * (BM * 128) + (kk & 3) * 32) >> 4),
+                                 dadd(dk, ((kk >> 2) * (BN * 128) + (kk & 3) * 32) >> 4), kk > 0);
+            wg_commit();
+        };
+        auto issue_pv = [&](int stage) {
+            wg_fence();
+            const uint64_t dv = dadd(dv0, (uint32_t)(stage * (kKV >> 4)));
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk) WgRS<T, D>::run(o, pa[kk], dadd(dv, kk * (16 * 128 >> 4)));
+            wg_commit();
+        };
+#define WS_KBUF(st) (st)
+#define WS_VBUF(st) (st)
+#else
+        auto issue_s = [&](uint32_t kbuf) {
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                const uint32_t qa = sQ + (kk >> 2) * (BM * 128) + cw * (64 * 128) + (kk & 3) * 32;
+                const uint32_t kb = kbuf + (kk >> 2) * (BN * 128) + (kk & 3) * 32;
+                WgSS<T, BN>::run(s, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024), kk > 0);
+            }
+            wg_commit();
+        };
+        auto issue_pv = [&](uint32_t vbuf) {
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk)
+                WgRS<T, D>::run(o, pa[kk], wg_desc(vbuf + kk * (16 * 128), BN * 128, 1024));
+            wg_commit();
+        };
+#define WS_KBUF(st) (sK + (st) * kKV)
+#define WS_VBUF(st) (sV + (st) * kKV)
+#endif
+        // Masks tile j of s, updates the running max / sum, leaves exp2 values in s; alpha per row.
+        // v12 candidate (ATTN_WS_SMSPLIT): in the SASS of v11 ptxas puts the wait for P_{j-1} V_{j-1} at the
+        // top of the basic block that follows the optional mask (the block holding max, exp2 and the sums), so
+        // the whole softmax ran after the PV: no intra-warpgroup overlap (FA3's loop, without a mask branch,
+        // has its max and a third of its exp2 before that wait). With SMSPLIT the complete softmax sits in two
+        // branch arms (masked, unmasked) that join before the wait.
+        auto softmax_body = [&](int j, float (&alpha)[2], auto masked) {
+            const int kbase = j * BN;
+            if (decltype(masked)::value && (SPLIT || ATTN_WS_PEEL || kbase + BN > mask_from)) {  // PEEL: the tag decides
+                const int r0 = w.m0 + rlane;
+#pragma unroll
+                for (int c = 0; c < NC; ++c)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int row = r0 + ((e >> 1) << 3);
+                        const int col = kbase + 8 * c + t2 + (e & 1);
+                        const int lim = p.causal ? min(p.sk, row + off + 1) : p.sk;
+                        if (col >= lim) s[4 * c + e] = -INFINITY;
                     }
-                    mx[0] = fmaxf(mx[0], mb[0]);
-                    mx[1] = fmaxf(mx[1], mb[1]);
-                } else {
-    #pragma unroll
-                    for (int c = 0; c < NC; ++c) {
-                        mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
-                        mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
+            }
+            float mx[2] = {m_r[0], m_r[1]};
+            if (ATTN_WS_ILP) {  // two chains per row: half the dependent FMNMX latency
+                float mb[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+                for (int c = 0; c < NC; c += 2) {
+                    mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
+                    mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
+                    if (c + 1 < NC) {
+                        mb[0] = fmaxf(mb[0], fmaxf(s[4 * c + 4], s[4 * c + 5]));
+                        mb[1] = fmaxf(mb[1], fmaxf(s[4 * c + 6], s[4 * c + 7]));
                     }
                 }
-                float ms[2];
-    #pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    mx[i] = quad_max(mx[i]);
-                    // ATTN_WS_THRESH: mx >= m_r; a growth of at most THRESH (log2 units) keeps the reference, so
-                    // alpha stays 1 and O is not rescaled; o, l and lse stay exact (all relative to the same m_r).
-                    // -inf - -inf is NaN (not >): an empty row keeps -inf; a first finite max always replaces -inf.
-                    if (ATTN_WS_THRESH > 0 && !((mx[i] - m_r[i]) * sl2 > (float)ATTN_WS_THRESH)) mx[i] = m_r[i];
-                    ms[i] = mx[i] == -INFINITY ? 0.f : mx[i] * sl2;
-                    alpha[i] = mx[i] == m_r[i] ? 1.f : fast_exp2(m_r[i] * sl2 - ms[i]);
-                    m_r[i] = mx[i];
-                }
-                float sum[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // [row][chain]; one chain unless ATTN_WS_ILP
-    #pragma unroll
+                mx[0] = fmaxf(mx[0], mb[0]);
+                mx[1] = fmaxf(mx[1], mb[1]);
+            } else {
+#pragma unroll
                 for (int c = 0; c < NC; ++c) {
-                    const int k = ATTN_WS_ILP ? (c & 1) : 0;
-                    s[4 * c] = fast_exp2(s[4 * c] * sl2 - ms[0]);
-                    s[4 * c + 1] = fast_exp2(s[4 * c + 1] * sl2 - ms[0]);
-                    s[4 * c + 2] = fast_exp2(s[4 * c + 2] * sl2 - ms[1]);
-                    s[4 * c + 3] = fast_exp2(s[4 * c + 3] * sl2 - ms[1]);
-                    sum[0][k] += s[4 * c] + s[4 * c + 1];
-                    sum[1][k] += s[4 * c + 2] + s[4 * c + 3];
+                    mx[0] = fmaxf(mx[0], fmaxf(s[4 * c], s[4 * c + 1]));
+                    mx[1] = fmaxf(mx[1], fmaxf(s[4 * c + 2], s[4 * c + 3]));
                 }
-                l_r[0] = l_r[0] * alpha[0] + (sum[0][0] + sum[0][1]);
-                l_r[1] = l_r[1] * alpha[1] + (sum[1][0] + sum[1][1]);
-            };
-            // Masks tile j of s (where it reaches past the last key or the causal limit), updates the running
-            // max / sum, leaves exp2 values in s; alpha per row.
-            auto softmax = [&](int j, float (&alpha)[2]) {
-                if constexpr (KS) j += w.j0;  // global key tile (masks)
-                if (!SPLIT) softmax_body(j, alpha, WsTag<true>{});
-                else if (j * BN + BN > mask_from) softmax_body(j, alpha, WsTag<true>{});
-                else softmax_body(j, alpha, WsTag<false>{});
-            };
-            auto pack_p = [&]() {
-    #pragma unroll
-                for (int c = 0; c < NC; ++c) {  // A fragment: a0/a2 row g, a1/a3 row g + 8
-                    pa[c >> 1][(c & 1) * 2 + 0] = Ops<T>::pack(s[4 * c], s[4 * c + 1]);
-                    pa[c >> 1][(c & 1) * 2 + 1] = Ops<T>::pack(s[4 * c + 2], s[4 * c + 3]);
-                }
-            };
-            auto rescale_o = [&](const float (&alpha)[2]) {
-                if (ATTN_WS_LAZY && !__any_sync(0xffffffffu, (alpha[0] != 1.f) | (alpha[1] != 1.f))) return;
-    #pragma unroll
-                for (int c = 0; c < NO; ++c) {
-                    o[4 * c] *= alpha[0];
-                    o[4 * c + 1] *= alpha[0];
-                    o[4 * c + 2] *= alpha[1];
-                    o[4 * c + 3] *= alpha[1];
-                }
-            };
+            }
+            float ms[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                mx[i] = quad_max(mx[i]);
+                // ATTN_WS_THRESH: mx >= m_r; a growth of at most THRESH (log2 units) keeps the reference, so
+                // alpha stays 1 and O is not rescaled; o, l and lse stay exact (all relative to the same m_r).
+                // -inf - -inf is NaN (not >): an empty row keeps -inf; a first finite max always replaces -inf.
+                if (ATTN_WS_THRESH > 0 && !((mx[i] - m_r[i]) * sl2 > (float)ATTN_WS_THRESH)) mx[i] = m_r[i];
+                ms[i] = mx[i] == -INFINITY ? 0.f : mx[i] * sl2;
+                alpha[i] = mx[i] == m_r[i] ? 1.f : fast_exp2(m_r[i] * sl2 - ms[i]);
+                m_r[i] = mx[i];
+            }
+            float sum[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // [row][chain]; one chain unless ATTN_WS_ILP
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {
+                const int k = ATTN_WS_ILP ? (c & 1) : 0;
+                s[4 * c] = fast_exp2(s[4 * c] * sl2 - ms[0]);
+                s[4 * c + 1] = fast_exp2(s[4 * c + 1] * sl2 - ms[0]);
+                s[4 * c + 2] = fast_exp2(s[4 * c + 2] * sl2 - ms[1]);
+                s[4 * c + 3] = fast_exp2(s[4 * c + 3] * sl2 - ms[1]);
+                sum[0][k] += s[4 * c] + s[4 * c + 1];
+                sum[1][k] += s[4 * c + 2] + s[4 * c + 3];
+            }
+            l_r[0] = l_r[0] * alpha[0] + (sum[0][0] + sum[0][1]);
+            l_r[1] = l_r[1] * alpha[1] + (sum[1][0] + sum[1][1]);
+        };
+        // Masks tile j of s (where it reaches past the last key or the causal limit), updates the running
+        // max / sum, leaves exp2 values in s; alpha per row.
+        auto softmax = [&](int j, float (&alpha)[2]) {
+            if constexpr (KS) j += w.j0;  // global key tile (masks)
+            if (!SPLIT) softmax_body(j, alpha, WsTag<true>{});
+            else if (j * BN + BN > mask_from) softmax_body(j, alpha, WsTag<true>{});
+            else softmax_body(j, alpha, WsTag<false>{});
+        };
+        auto pack_p = [&]() {
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {  // A fragment: a0/a2 row g, a1/a3 row g + 8
+                pa[c >> 1][(c & 1) * 2 + 0] = Ops<T>::pack(s[4 * c], s[4 * c + 1]);
+                pa[c >> 1][(c & 1) * 2 + 1] = Ops<T>::pack(s[4 * c + 2], s[4 * c + 3]);
+            }
+        };
+        auto rescale_o = [&](const float (&alpha)[2]) {
+            if (ATTN_WS_LAZY && !__any_sync(0xffffffffu, (alpha[0] != 1.f) | (alpha[1] != 1.f))) return;
+#pragma unroll
+            for (int c = 0; c < NO; ++c) {
+                o[4 * c] *= alpha[0];
+                o[4 * c + 1] *= alpha[0];
+                o[4 * c + 2] *= alpha[1];
+                o[4 * c + 3] *= alpha[1];
+            }
+        };
 
-            // The consumer leader's arrivals: K's empty barrier of a stage, with Q's empty barrier where `last` (the
-            // producer may load the next tile's Q; QB arrives on it after the O store instead), and V's empty barrier.
-            // ATTN_WS_PRED: predicated instructions, no branch (a divergent region in the loop makes ptxas put the P V
-            // wait right after it).
-            auto leader_arrive_k = [&](uint32_t bar_k, bool last) {
-    #if ATTN_WS_PRED
-                mbar_arrive_if(bar_k, leader);
-                if (!QB) mbar_arrive_if(bQEmpty, leader && last);
-    #else
-                if (leader) {
-                    mbar_arrive(bar_k);
-                    if (!QB && last) mbar_arrive(bQEmpty);
-                }
-    #endif
-            };
-            auto leader_arrive_v = [&](uint32_t bar_v) {
-    #if ATTN_WS_PRED
-                mbar_arrive_if(bar_v, leader);
-    #else
-                if (leader) mbar_arrive(bar_v);
-    #endif
-            };
+        // The consumer leader's arrivals: K's empty barrier of a stage, with Q's empty barrier where `last` (the
+        // producer may load the next tile's Q; QB arrives on it after the O store instead), and V's empty barrier.
+        // ATTN_WS_PRED: predicated instructions, no branch (a divergent region in the loop makes ptxas put the P V
+        // wait right after it).
+        auto leader_arrive_k = [&](uint32_t bar_k, bool last) {
+#if ATTN_WS_PRED
+            mbar_arrive_if(bar_k, leader);
+            if (!QB) mbar_arrive_if(bQEmpty, leader && last);
+#else
+            if (leader) {
+                mbar_arrive(bar_k);
+                if (!QB && last) mbar_arrive(bQEmpty);
+            }
+#endif
+        };
+        auto leader_arrive_v = [&](uint32_t bar_v) {
+#if ATTN_WS_PRED
+            mbar_arrive_if(bar_v, leader);
+#else
+            if (leader) mbar_arrive(bar_v);
+#endif
+        };
 
-            // issue point 0 of a tile started on its own: S_0 only
-            auto first_s = [&]() {
-                const int s0 = kv % ST;
-                mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
-                if (PP) named_sync(me, 256);
-                issue_s(WS_KBUF(s0));
-                if (PP) named_arrive(other, 256);
-                wg_wait<0>();
-                reg_fence(s);
-                leader_arrive_k(WS_EMPTY_K(s0), w.n_tiles == 1);
-                softmax(0, alpha_p);
-                pack_p();
-            };
-            first_s();
-            int j = 1;
-            // issue point j of tile w: S_j and P_{j-1} V_{j-1}. ATTN_WS_PEEL: the mask compiled in or out by the tag
-            // (the caller knows which key tiles need it), so that the steady loop has no branch between the S wait and
-            // the P V wait; else softmax() decides per tile.
-            auto issue_point = [&](int j, auto masked) {
-                const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
-                mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
-                if (PP) named_sync(me, 256);
-                issue_s(WS_KBUF(ks));
-                if (ATTN_WS_RMID) rescale_o(alpha_p);  // o is not in flight: P_{j-2} V_{j-2} was waited for
+        // issue point 0 of a tile started on its own: S_0 only
+        auto first_s = [&]() {
+            const int s0 = kv % ST;
+            mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
+            if (PP) named_sync(me, 256);
+            issue_s(WS_KBUF(s0));
+            if (PP) named_arrive(other, 256);
+            wg_wait<0>();
+            reg_fence(s);
+            leader_arrive_k(WS_EMPTY_K(s0), w.n_tiles == 1);
+            softmax(0, alpha_p);
+            pack_p();
+        };
+        first_s();
+        int j = 1;
+        // issue point j of tile w: S_j and P_{j-1} V_{j-1}. ATTN_WS_PEEL: the mask compiled in or out by the tag
+        // (the caller knows which key tiles need it), so that the steady loop has no branch between the S wait and
+        // the P V wait; else softmax() decides per tile.
+        auto issue_point = [&](int j, auto masked) {
+            const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
+            mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
+            if (PP) named_sync(me, 256);
+            issue_s(WS_KBUF(ks));
+            if (ATTN_WS_RMID) rescale_o(alpha_p);  // o is not in flight: P_{j-2} V_{j-2} was waited for
+            mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
+            issue_pv(WS_VBUF(vs));
+            if (PP) named_arrive(other, 256);
+            wg_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
+            reg_fence(s);
+            leader_arrive_k(WS_EMPTY_K(ks), j == w.n_tiles - 1);
+            float alpha[2];
+            if constexpr (ATTN_WS_PEEL) {
+                int jg = j;  // global key tile (masks)
+                if constexpr (KS) jg += w.j0;
+                softmax_body(jg, alpha, masked);
+            } else {
+                softmax(j, alpha);
+            }
+            wg_wait<0>();
+            reg_fence(o);
+            reg_fence_u(pa);
+            leader_arrive_v(WS_EMPTY_V(vs));
+            if (ATTN_WS_RMID) {
+                alpha_p[0] = alpha[0];
+                alpha_p[1] = alpha[1];
+            } else {
+                rescale_o(alpha);
+            }
+            pack_p();
+        };
+        while (true) {
+            if (j < w.n_tiles) {
+#if ATTN_WS_PEEL
+                // key tiles (of the unit) below j_mask need no mask for this consumer's rows: softmax_body masks
+                // tile jj (global) where jj * BN + BN > mask_from
+                int j_mask = min(w.n_tiles, mask_from / BN);
+                if constexpr (KS) j_mask = min(w.n_tiles, mask_from / BN - w.j0);
+                for (; j < j_mask; ++j) issue_point(j, WsTag<false>{});
+                for (; j < w.n_tiles; ++j) issue_point(j, WsTag<true>{});
+#else
+                issue_point(j, WsTag<true>{});
+                ++j;
+                continue;
+#endif
+            }
+            // tile w is done but for its last P V
+            const int gv = kv + w.n_tiles - 1, vs = gv % ST;
+            kv += w.n_tiles;
+            ++q_it;
+            WsUnit<KS> wn;
+            int tn = MERGE ? acquire(wn) : total;  // unmerged: the last PV goes first, then the next tile
+            if (tn >= total || !MERGE) {  // last tile of this CTA, or no merged boundary (register budget)
                 mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
+                if (PP) named_sync(me, 256);
+                if (ATTN_WS_RMID) rescale_o(alpha_p);
                 issue_pv(WS_VBUF(vs));
                 if (PP) named_arrive(other, 256);
-                wg_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
-                reg_fence(s);
-                leader_arrive_k(WS_EMPTY_K(ks), j == w.n_tiles - 1);
-                float alpha[2];
-                if constexpr (ATTN_WS_PEEL) {
-                    int jg = j;  // global key tile (masks)
-                    if constexpr (KS) jg += w.j0;
-                    softmax_body(jg, alpha, masked);
-                } else {
-                    softmax(j, alpha);
-                }
                 wg_wait<0>();
                 reg_fence(o);
                 reg_fence_u(pa);
-                leader_arrive_v(WS_EMPTY_V(vs));
-                if (ATTN_WS_RMID) {
-                    alpha_p[0] = alpha[0];
-                    alpha_p[1] = alpha[1];
-                } else {
-                    rescale_o(alpha);
-                }
-                pack_p();
-            };
-            while (true) {
-                if (j < w.n_tiles) {
-    #if ATTN_WS_PEEL
-                    // key tiles (of the unit) below j_mask need no mask for this consumer's rows: softmax_body masks
-                    // tile jj (global) where jj * BN + BN > mask_from
-                    int j_mask = min(w.n_tiles, mask_from / BN);
-                    if constexpr (KS) j_mask = min(w.n_tiles, mask_from / BN - w.j0);
-                    for (; j < j_mask; ++j) issue_point(j, WsTag<false>{});
-                    for (; j < w.n_tiles; ++j) issue_point(j, WsTag<true>{});
-    #else
-                    issue_point(j, WsTag<true>{});
-                    ++j;
-                    continue;
-    #endif
-                }
-                // tile w is done but for its last P V
-                const int gv = kv + w.n_tiles - 1, vs = gv % ST;
-                kv += w.n_tiles;
-                ++q_it;
-                WsUnit<KS> wn;
-                int tn = MERGE ? acquire(wn) : total;  // unmerged: the last PV goes first, then the next tile
-                if (tn >= total || !MERGE) {  // last tile of this CTA, or no merged boundary (register budget)
-                    mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
-                    if (PP) named_sync(me, 256);
-                    if (ATTN_WS_RMID) rescale_o(alpha_p);
-                    issue_pv(WS_VBUF(vs));
-                    if (PP) named_arrive(other, 256);
-                    wg_wait<0>();
-                    reg_fence(o);
-                    reg_fence_u(pa);
-                    if (leader) mbar_arrive(WS_EMPTY_V(vs));
-                    if (VB && leader) mbar_wait(WS_EMPTY_V(vs), (gv / ST) & 1);  // both consumers' last P V done (VB staging)
-                    store_o(w, o, m_r, l_r);
-                    if (!MERGE) tn = acquire(wn);
-                    if (tn >= total) break;
-                    w = wn;
-                    t = tn;
-                    set_tile();
-    #pragma unroll
-                    for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
-                    m_r[0] = m_r[1] = -INFINITY;
-                    l_r[0] = l_r[1] = 0.f;
-                    first_s();
-                    j = 1;
-                    continue;
-                }
-                // boundary issue point: S_0 of tile wn and the last P V of tile w
-                const WsUnit<KS> wo = w;
+                if (leader) mbar_arrive(WS_EMPTY_V(vs));
+                if (VB && leader) mbar_wait(WS_EMPTY_V(vs), (gv / ST) & 1);  // both consumers' last P V done (VB staging)
+                store_o(w, o, m_r, l_r);
+                if (!MERGE) tn = acquire(wn);
+                if (tn >= total) break;
                 w = wn;
                 t = tn;
                 set_tile();
-                const int s0 = kv % ST;
-                mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
-                if (PP) named_sync(me, 256);
-                issue_s(WS_KBUF(s0));
-                if (ATTN_WS_RMID) rescale_o(alpha_p);
-                mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);  // the last V of the previous tile
-                issue_pv(WS_VBUF(vs));
-                if (PP) named_arrive(other, 256);
-                wg_wait<1>();
-                reg_fence(s);
-                leader_arrive_k(WS_EMPTY_K(s0), w.n_tiles == 1);
-                const float mo[2] = {m_r[0], m_r[1]}, lo[2] = {l_r[0], l_r[1]};
+#pragma unroll
+                for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
                 m_r[0] = m_r[1] = -INFINITY;
                 l_r[0] = l_r[1] = 0.f;
-                softmax(0, alpha_p);  // o is zeroed below: the value of alpha_p does not matter for this tile's P_0 V_0
-                wg_wait<0>();
-                reg_fence(o);
-                reg_fence_u(pa);
-                leader_arrive_v(WS_EMPTY_V(vs));
-                store_o(wo, o, mo, lo);
-    #pragma unroll
-                for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
-                pack_p();
+                first_s();
                 j = 1;
+                continue;
             }
+            // boundary issue point: S_0 of tile wn and the last P V of tile w
+            const WsUnit<KS> wo = w;
+            w = wn;
+            t = tn;
+            set_tile();
+            const int s0 = kv % ST;
+            mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
+            if (PP) named_sync(me, 256);
+            issue_s(WS_KBUF(s0));
+            if (ATTN_WS_RMID) rescale_o(alpha_p);
+            mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);  // the last V of the previous tile
+            issue_pv(WS_VBUF(vs));
+            if (PP) named_arrive(other, 256);
+            wg_wait<1>();
+            reg_fence(s);
+            leader_arrive_k(WS_EMPTY_K(s0), w.n_tiles == 1);
+            const float mo[2] = {m_r[0], m_r[1]}, lo[2] = {l_r[0], l_r[1]};
+            m_r[0] = m_r[1] = -INFINITY;
+            l_r[0] = l_r[1] = 0.f;
+            softmax(0, alpha_p);  // o is zeroed below: the value of alpha_p does not matter for this tile's P_0 V_0
+            wg_wait<0>();
+            reg_fence(o);
+            reg_fence_u(pa);
+            leader_arrive_v(WS_EMPTY_V(vs));
+            store_o(wo, o, mo, lo);
+#pragma unroll
+            for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
+            pack_p();
+            j = 1;
         }
-        // Consumer NWG-1 arrives once more than consumer 0 syncs (its first arrival lets consumer 0 start);
-        // this sync takes that arrival, so no barrier is left half-arrived when the CTA exits.
-        if (PP && cw == 0) named_sync(me, 256);
-        if (TO && leader) bulk_wait0();  // the last O store has finished before the CTA (and its shared memory) goes
-    };
-#if ATTN_WS_CWT
-    const int wgu = __shfl_sync(0xffffffffu, wg, 0);  // warp-uniform to the compiler (CUTLASS's canonical_warp_group_idx)
-    if constexpr (NWG == 2) {
-        if (wgu == 1) consumer(WsInt<0>{});
-        else consumer(WsInt<1>{});
-    } else {
-        if (wgu == 1) consumer(WsInt<0>{});
-        else if (wgu == 2) consumer(WsInt<1>{});
-        else consumer(WsInt<2>{});
     }
-#elif ATTN_WS_UNIF
-    consumer(__shfl_sync(0xffffffffu, wg - 1, 0));  // cw warp-uniform to the compiler
-#else
-    consumer(wg - 1);
-#endif
+    // Consumer NWG-1 arrives once more than consumer 0 syncs (its first arrival lets consumer 0 start);
+    // this sync takes that arrival, so no barrier is left half-arrived when the CTA exits.
+    if (PP && cw == 0) named_sync(me, 256);
+    if (TO && leader) bulk_wait0();  // the last O store has finished before the CTA (and its shared memory) goes
 #endif
 #undef WS_FULL_K
 #undef WS_FULL_V
