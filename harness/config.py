@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     diag_timing_log: Path | None = Field(default=None, description="diagnostic: append one JSON line per scenario "
                                          "with every timed sample (event, wall, device tail of both kernels, the "
                                          "candidate process, the order) to this file (ATTNQ_DIAG_TIMING_LOG)")
+    diag_profile: Path | None = Field(default=None, description="diagnostic: profile the checker process's "
+                                      "scenario loop with cProfile and write the stats here, with a text summary "
+                                      "(top functions by own and by cumulative time) next to it as <path>.txt "
+                                      "(ATTNQ_DIAG_PROFILE; issue 13: where a scenario's host time goes)")
     diag_single_candidate_launcher: bool = Field(default=False, description="diagnostic: no second candidate "
                                                  "launcher (the repeats run in the first; weakens the determinism "
                                                  "check, never for a real verification; ATTNQ_DIAG_SINGLE_CANDIDATE_LAUNCHER)")
@@ -77,10 +81,11 @@ class Settings(BaseSettings):
     def timing_fields(self) -> dict:
         """The harness.worker.WorkerJob fields these settings decide about timing: the kernels' host-path
         cover, the stream escape check (harness/timing_escape.py) and the diagnostics (order, the timing
-        log as an absolute path, no second candidate launcher)."""
-        log = self.diag_timing_log
+        log and the profile as absolute paths, no second candidate launcher)."""
+        log, prof = self.diag_timing_log, self.diag_profile
         return {"host_cover_all": self.host_cover_all, "stream_escape_check": self.stream_escape_check,
                 "diag_order": self.diag_order, "diag_timing_log": str(log.resolve()) if log else None,
+                "diag_profile": str(prof.resolve()) if prof else None,
                 "repeat_process": not self.diag_single_candidate_launcher}
 
     @property

@@ -23,6 +23,7 @@ import statistics
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -70,6 +71,8 @@ class WorkerJob(BaseModel):
         default="candidate_first", description="diagnostic: which timed call comes first in a sample (ATTNQ_DIAG_ORDER)")
     diag_timing_log: str | None = Field(default=None, description="diagnostic: per-sample timings appended here, one "
                                         "JSON line per scenario (ATTNQ_DIAG_TIMING_LOG)")
+    diag_profile: str | None = Field(default=None, description="diagnostic: cProfile stats of the scenario loop "
+                                     "written here, a text summary at <path>.txt (ATTNQ_DIAG_PROFILE)")
 
 
 def cudart_path() -> str:
@@ -299,8 +302,42 @@ def main(argv: list[str] | None = None) -> int:
                 k.close()
 
 
+def _write_profile(prof: Any, path: str) -> None:
+    """The cProfile stats of the scenario loop to ``path`` (``pstats`` format) and a summary to ``path``.txt: the
+    40 functions with the most own time and the 40 with the most cumulative time, seconds of this process's wall
+    clock (GPU work shows where the host waits for it: synchronize, ``.item()``, copies). Written before the
+    worker says it is done: the parent ends the worker's process group as soon as it reads that."""
+    import io
+    import pstats
+
+    prof.disable()
+    prof.dump_stats(path)
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out)
+    stats.sort_stats("tottime").print_stats(40)
+    stats.sort_stats("cumulative").print_stats(40)
+    Path(path + ".txt").write_text(out.getvalue())
+
+
 def _serve(job: WorkerJob, runner: Any, send: Any, fatal_exc: type) -> int:
-    """Run every scenario of the job, one message per result."""
+    """Run every scenario of the job, one message per result (under cProfile where ``job.diag_profile`` asks:
+    the stats are written before the last message)."""
+    prof = None
+    if job.diag_profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    code = _scenarios(job, runner, send, fatal_exc)
+    if prof is not None:
+        _write_profile(prof, job.diag_profile)
+    if code == 0:
+        send({"type": "done"})
+    return code
+
+
+def _scenarios(job: WorkerJob, runner: Any, send: Any, fatal_exc: type) -> int:
+    """The scenario loop of :func:`_serve`: 0 when every scenario has its result, 3 after a fatal error."""
     for offset, sc in enumerate(job.scenarios):
         index = job.first_index + offset
         send({"type": "start", "index": index, "id": sc.id})
@@ -321,7 +358,6 @@ def _serve(job: WorkerJob, runner: Any, send: Any, fatal_exc: type) -> int:
                                     failure_kind="launch_error", check="launch_status",
                                     message=f"{type(exc).__name__}: {msg}")
         send({"type": "result", "index": index, "result": result.model_dump(mode="json")})
-    send({"type": "done"})
     return 0
 
 

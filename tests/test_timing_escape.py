@@ -91,9 +91,11 @@ def test_the_settings_are_parsed_and_default_to_todays_behaviour(monkeypatch: py
     monkeypatch.setenv("ATTNQ_DIAG_ORDER", "alternate")
     monkeypatch.setenv("ATTNQ_DIAG_TIMING_LOG", str(tmp_path / "t.jsonl"))
     monkeypatch.setenv("ATTNQ_DIAG_SINGLE_CANDIDATE_LAUNCHER", "1")
+    monkeypatch.setenv("ATTNQ_DIAG_PROFILE", str(tmp_path / "w.prof"))
     fields = Settings().timing_fields()
     assert fields == {"host_cover_all": False, "stream_escape_check": "wall", "diag_order": "alternate",
-                      "diag_timing_log": str(tmp_path / "t.jsonl"), "repeat_process": False}
+                      "diag_timing_log": str(tmp_path / "t.jsonl"), "diag_profile": str(tmp_path / "w.prof"),
+                      "repeat_process": False}
     WorkerJob(candidate_lib="c", original_lib="o", scenarios=[], seed=1, **fields)
     for name, bad in (("ATTNQ_STREAM_ESCAPE_CHECK", "host"), ("ATTNQ_DIAG_ORDER", "random")):
         monkeypatch.setenv(name, bad)

@@ -286,3 +286,43 @@ def test_the_weaker_seccomp_mode_keeps_the_filter_and_says_what_it_leaves_out(tm
     landlock, seccomp, caps, inet_ok, warnings = json.loads(out.stdout)
     assert landlock is None and seccomp and not caps and not inet_ok  # sockets still refused
     assert (tmp_path / "w").read_text() == "x" and "Landlock" in warnings[0]  # file writes are not confined
+
+
+def test_the_profile_diagnostic_profiles_the_workers_scenario_loop(built: Path, tmp_path: Path) -> None:
+    """ATTNQ_DIAG_PROFILE (WorkerJob.diag_profile): a real worker process (CPU launchers) verifies one scenario
+    under cProfile; the stats load with pstats and name the checker's scenario run, and the text summary sits
+    next to them, both written before the worker says "done" (the parent, harness/verify.py, ends the worker
+    as soon as it reads that: the test kills it there too). Without the field nothing is written."""
+    import pstats
+
+    lib, sha = hostkernels.build(built)
+    for prof in (None, tmp_path / "worker.prof"):
+        job = WorkerJob(candidate_lib=str(lib), original_lib=str(lib), candidate_sha256=sha, original_sha256=sha,
+                        scenarios=[SC], seed=3, device="cpu", min_samples=3, max_samples=3, budget_ms=1e9,
+                        diag_profile=str(prof) if prof else None)
+        r, w = os.pipe()
+        proc = subprocess.Popen([sys.executable, "-m", "harness.worker", "--fd", str(w)], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(w,),
+                                env=_child_env(), cwd=str(REPO_ROOT), text=True)
+        os.close(w)
+        assert proc.stdin is not None
+        proc.stdin.write(job.model_dump_json())
+        proc.stdin.close()
+        msgs = []
+        with os.fdopen(r) as chan:
+            for line in chan:
+                msgs.append(json.loads(line))
+                if msgs[-1]["type"] in ("done", "fatal", "load_error"):
+                    proc.kill()  # as the parent does on "done"
+                    break
+        proc.wait(timeout=60)
+        assert msgs[-1]["type"] == "done", msgs[-1]
+        (res,) = [m["result"] for m in msgs if m["type"] == "result"]
+        assert res["correct"], res["message"]
+        if prof is None:
+            assert not list(tmp_path.iterdir())
+            continue
+        funcs = {(Path(f).name, name) for f, _, name in pstats.Stats(str(prof)).stats}  # type: ignore[attr-defined]
+        assert ("checker.py", "run") in funcs and ("checker.py", "_time") in funcs
+        text = Path(str(prof) + ".txt").read_text()
+        assert "tottime" in text and "cumulative" in text and "checker.py" in text
