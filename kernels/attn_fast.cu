@@ -96,6 +96,7 @@ struct KParams {
     float scale_log2;  // softmax_scale * log2(e)
     int* tile_counter; // warp-specialized kernel, causal: dynamic tile order (zeroed before the launch), else null
     int sec_heads;     // warp-specialized kernel: (batch, head) pairs per L2 section of the tile order (v11)
+    unsigned long long* trace;  // ATTN_WS_TRACE: the consumers' clock64 marks (kTraceBytes at the workspace's end), else null
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -2025,6 +2026,12 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_PEEL
 #define ATTN_WS_PEEL 0  // session 11 candidate: the issue points whose key tile needs no mask in a loop of their own,
 #endif                  // without the mask's branch (ptxas then leaves the P V wait after the row max: FA3's overlap)
+#ifndef ATTN_WS_PVPIN
+#define ATTN_WS_PVPIN 0  // session 12 candidate: ATTN_WS_TRACE's marks compiled in, never storing (ptxas then waits for P V after the softmax)
+#endif
+#ifndef ATTN_WS_TRACE
+#define ATTN_WS_TRACE 0  // debug build (session 12): clock64 marks of each consumer's issue points (scripts/ws_trace.py)
+#endif
 #ifndef ATTN_WS_TMA_O_VBUF
 #define ATTN_WS_TMA_O_VBUF 0  // session 10 candidate: O staged over the V ring instead of Q's buffer (FA3's choice), so the
 #endif                        // next tile's Q loads early; the producer holds the next tile's first V until the store read it
@@ -2118,6 +2125,32 @@ __device__ __forceinline__ void reg_fence_u(uint32_t (&r)[K][4]) {
     for (int i = 0; i < K; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[i][e])::"memory");
+}
+
+// ATTN_WS_TRACE: the leader thread of each consumer warpgroup of CTAs 0..kTrCtas-1 stamps six points of its first
+// kTrIts issue points (K/V tile counter gk) with the SM's clock64: [cta][warpgroup (of 3)][gk][event], event 0 entry,
+// 1 the ping-pong turn taken, 2 S and P V issued (other warpgroup let go), 3 S done, 4 softmax done, 5 P V done.
+// The store is one predicated st.global (no branch: a divergent region in the loop moves ptxas's P V wait); with
+// the knob off the marks compile to nothing. ATTN_WS_PVPIN compiles them in without a trace buffer (the host sets
+// KParams::trace only under ATTN_WS_TRACE, so no store runs): in that SASS ptxas keeps every exp2 of the softmax above
+// the P V wait, where v18 waits before the row max (no overlap of a warpgroup's softmax with its own P V; NOTES,
+// session 11). A clock read alone does not do it: its value unused, ptxas drops it.
+constexpr int kTrCtas = 4, kTrWgs = 3, kTrIts = 256, kTrEv = 6;
+constexpr size_t kTraceBytes = sizeof(unsigned long long) * kTrCtas * kTrWgs * kTrIts * kTrEv;
+__device__ __forceinline__ void trace_mark(unsigned long long* tr, bool rec, int idx) {
+#if ATTN_WS_TRACE || ATTN_WS_PVPIN
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t));
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %0, 0;\n"
+        "@p st.global.u64 [%1], %2;\n"
+        "}\n" ::"r"((int)rec),
+        "l"(tr + idx), "l"(t));
+#else
+    (void)tr, (void)rec, (void)idx;
+#endif
 }
 
 // Registers per thread after setmaxnreg: NWG consumer warpgroups of 64 rows + 1 producer warpgroup share
@@ -2710,14 +2743,20 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         // the P V wait; else softmax() decides per tile.
         auto issue_point = [&](int j, auto masked) {
             const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
+            const bool trec = (ATTN_WS_TRACE || ATTN_WS_PVPIN) && p.trace != nullptr && leader && blockIdx.x < kTrCtas && gk < kTrIts;
+            const int tb = ((int)(blockIdx.x % kTrCtas) * kTrWgs + cw) * kTrIts * kTrEv + (gk % kTrIts) * kTrEv;
+            trace_mark(p.trace, trec, tb);
             mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
             if (PP) named_sync(me, 256);
+            trace_mark(p.trace, trec, tb + 1);
             issue_s(WS_KBUF(ks));
             if (ATTN_WS_RMID) rescale_o(alpha_p);  // o is not in flight: P_{j-2} V_{j-2} was waited for
             mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
             issue_pv(WS_VBUF(vs));
             if (PP) named_arrive(other, 256);
+            trace_mark(p.trace, trec, tb + 2);
             wg_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
+            trace_mark(p.trace, trec, tb + 3);
             reg_fence(s);
             leader_arrive_k(WS_EMPTY_K(ks), j == w.n_tiles - 1);
             float alpha[2];
@@ -2728,7 +2767,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             } else {
                 softmax(j, alpha);
             }
+            trace_mark(p.trace, trec, tb + 4);
             wg_wait<0>();
+            trace_mark(p.trace, trec, tb + 5);
             reg_fence(o);
             reg_fence_u(pa);
             leader_arrive_v(WS_EMPTY_V(vs));
@@ -3107,6 +3148,9 @@ extern "C" size_t attn_fwd_workspace_bytes(const attn_fwd_params* p) {
     pw.num_splits = ws_num_splits(p, pl);
     bytes = std::max(bytes, split_workspace_bytes(p, pw));
 #endif
+#if ATTN_WS_TRACE
+    bytes = ((bytes + 255) & ~size_t(255)) + kTraceBytes;  // the trace at the workspace's end (attn_fwd)
+#endif
     return bytes;
 }
 
@@ -3181,6 +3225,13 @@ extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
             kp.tile_counter = static_cast<int*>(p->workspace);
             if (cudaMemsetAsync(kp.tile_counter, 0, sizeof(int), stream) != cudaSuccess) return 3;
         }
+#if ATTN_WS_TRACE
+        if (p->workspace != nullptr && p->workspace_bytes >= kTraceBytes) {
+            kp.trace = reinterpret_cast<unsigned long long*>(static_cast<char*>(p->workspace) +
+                                                             ((p->workspace_bytes - kTraceBytes) & ~size_t(7)));
+            if (cudaMemsetAsync(kp.trace, 0, kTraceBytes, stream) != cudaSuccess) return 3;
+        }
+#endif
         const int sms = p->num_sms > 0 ? p->num_sms : 132;
         const int rc = bf16 ? dispatch_ws<__nv_bfloat16>(kp, p->head_dim, true, sms, stream)
                             : dispatch_ws<__half>(kp, p->head_dim, false, sms, stream);

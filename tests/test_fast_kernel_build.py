@@ -71,3 +71,15 @@ def test_the_peeled_loop_candidate_builds_with_its_known_spill(tmp_path: Path) -
     spills = {k.name: k.spill_load_bytes for k in result.kernels if k.spill_store_bytes or k.spill_load_bytes}
     assert spills and all(n.startswith("void (anonymous namespace)::attn_fwd_ws<256,") and b <= 24
                           for n, b in spills.items()), spills
+
+
+def test_the_trace_build_and_the_pinned_wait_candidate_build(tmp_path: Path) -> None:
+    """Session 12's debug build (ATTN_WS_TRACE: clock64 marks of each consumer's issue points, stored at the
+    workspace's end for scripts/ws_trace.py) and the candidate it suggested (ATTN_WS_PVPIN: the same marks, never
+    storing, so that ptxas keeps the softmax above the P V wait) build without warnings; ptxas spills only in the
+    head_dim 256 kernels (240 registers: at most 48 bytes stored, 52 loaded, in the split-KV ones)."""
+    result = _build_with_knobs((("ATTN_WS_PVPIN", "1"), ("ATTN_WS_TRACE", "1")), tmp_path)
+    spills = {k.name: k.spill_load_bytes for k in result.kernels if k.spill_store_bytes or k.spill_load_bytes}
+    assert all(n.startswith("void (anonymous namespace)::attn_fwd_ws<256,") and b <= 52
+               for n, b in spills.items()), spills
+    assert "attn_fwd_ws" in " ".join(k.name for k in result.kernels)

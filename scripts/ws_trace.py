@@ -1,0 +1,110 @@
+"""Timeline of the warp-specialized kernel's consumers from a trace build (GPU): where each issue point's time goes.
+
+Build the kernel with ``-DATTN_WS_TRACE=1`` (kernels/attn_fast.cu: the leader thread of each consumer warpgroup of
+CTAs 0-3 stamps six points of its first 256 issue points with the SM's ``clock64`` and stores them at the end of the
+workspace), call it on one FA3-grid row, and summarize the marks:
+
+    python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant "tr=-DATTN_WS_TRACE=1" --build-only --keep /tmp/libs
+    python3 scripts/ws_trace.py /tmp/libs/tr.so --one d128_n_s8192 --json $OUT/trace.json
+
+Per consumer warpgroup, the median over the steady issue points (the first ``--skip`` of each CTA left out) of, in
+SM cycles: ``turn`` (entry to the ping-pong turn: K's arrival and the other warpgroup's issue), ``issue`` (S and
+P V issued), ``s_wait`` (S done), ``softmax``, ``pv_wait`` (P V done), ``rest`` (rescale, pack, to the next entry)
+and ``period`` (entry to entry); and between the warpgroups, ``handoff`` (one's issue done to the other's turn).
+The marks perturb the schedule (ptxas keeps the softmax above the P V wait in this build: ``ATTN_WS_PVPIN``, the
+same marks without stores, is the candidate that shows whether that matters); time the trace build against the
+default one in the same process before reading the numbers as the default kernel's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+
+CTAS, WGS, ITS, EVENTS = 4, 3, 256, 6  # kTrCtas, kTrWgs, kTrIts, kTrEv of kernels/attn_fast.cu
+TRACE_BYTES = 8 * CTAS * WGS * ITS * EVENTS
+PHASES = ("turn", "issue", "s_wait", "softmax", "pv_wait")  # event k -> k + 1
+
+
+def summarize(marks: np.ndarray, skip: int = 8) -> dict:
+    """``marks``: uint64 [CTAS, WGS, ITS, EVENTS] clock64 values, 0 where an issue point was not traced (beyond the
+    CTA's issue points, a warpgroup the kernel does not have). Returns ``{"wg": {w: {phase: median cycles}},
+    "handoff": {"w->v": median}, "points": n}`` over issue points ``skip..`` whose six marks and the next entry are
+    set (``rest`` and ``period`` need the next one). Raises ValueError when no issue point qualifies."""
+    if marks.shape != (CTAS, WGS, ITS, EVENTS):
+        raise ValueError(f"marks must have shape {(CTAS, WGS, ITS, EVENTS)}, got {marks.shape}")
+    m = marks.astype(np.int64)
+    ok = (m > 0).all(axis=3)
+    ok[:, :, :skip] = False
+    nxt = np.zeros_like(ok)
+    nxt[:, :, :-1] = ok[:, :, :-1] & (m[:, :, 1:, 0] > 0)
+    out: dict = {"wg": {}, "handoff": {}, "points": int(nxt.sum())}
+    if not nxt.any():
+        raise ValueError("no traced issue point past the skipped ones (was the library built with ATTN_WS_TRACE=1?)")
+    for w in range(WGS):
+        sel = nxt[:, w]
+        if not sel.any():
+            continue
+        d = {ph: float(np.median((m[:, w, :, k + 1] - m[:, w, :, k])[sel])) for k, ph in enumerate(PHASES)}
+        d["rest"] = float(np.median((m[:, w, 1:, 0] - m[:, w, :-1, 5])[sel[:, :-1]]))
+        d["period"] = float(np.median((m[:, w, 1:, 0] - m[:, w, :-1, 0])[sel[:, :-1]]))
+        out["wg"][w] = d
+    present = [w for w in range(WGS) if w in out["wg"]]
+    for i, w in enumerate(present):  # ping-pong order: w lets present[i + 1] go
+        v = present[(i + 1) % len(present)]
+        both = nxt[:, w] & nxt[:, v]
+        if v <= w:  # the last warpgroup's issue n lets the first go at issue point n + 1
+            both = np.zeros_like(both)
+            both[:, :-1] = nxt[:, w, :-1] & nxt[:, v, 1:]
+            gap = m[:, v, 1:, 1] - m[:, w, :-1, 2]
+            vals = gap[both[:, :-1]]
+        else:
+            vals = (m[:, v, :, 1] - m[:, w, :, 2])[both]
+        if vals.size:
+            out["handoff"][f"{w}->{v}"] = float(np.median(vals))
+    return out
+
+
+def _kernel_bench():
+    spec = importlib.util.spec_from_file_location("kernel_bench", Path(__file__).resolve().parent / "kernel_bench.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("lib", type=Path, help="attn_fast built with -DATTN_WS_TRACE=1 (kernel_bench.py --build-only --keep)")
+    ap.add_argument("--one", default="d128_n_s8192", help="FA3-grid row d<head_dim>_<c|n>_s<seqlen>")
+    ap.add_argument("--skip", type=int, default=8, help="issue points of each CTA left out (warm-up)")
+    ap.add_argument("--json", type=Path, help="write the summary and the raw marks here")
+    args = ap.parse_args(argv)
+    kb = _kernel_bench()
+    torch = kb.torch
+    d, c, s = args.one.split("_")
+    q, k, v = kb.grid_tensors(int(d[1:]), int(s[1:]))
+    call, _o, _lse, ws = kb.Runner(args.lib).prepare(q, k, v, c == "c", int(d[1:]) ** -0.5)
+    if ws.numel() < TRACE_BYTES:
+        raise SystemExit(f"{args.lib}: workspace of {ws.numel()} bytes holds no trace (built without ATTN_WS_TRACE=1?)")
+    for _ in range(3):  # warm-up; the host clears the trace before each call
+        call()
+    torch.cuda.synchronize()
+    start = (ws.numel() - TRACE_BYTES) & ~7
+    raw = ws[start:start + TRACE_BYTES].cpu().numpy().view(np.uint64).reshape(CTAS, WGS, ITS, EVENTS)
+    res = summarize(raw, args.skip)
+    print(f"{args.one}: {res['points']} issue points")
+    for w, ph in res["wg"].items():
+        print(f"  warpgroup {w}: " + " ".join(f"{k} {v:.0f}" for k, v in ph.items()))
+    print("  handoff (issue done -> the other's turn): " + " ".join(f"{k} {v:.0f}" for k, v in res["handoff"].items()))
+    if args.json:
+        args.json.write_text(json.dumps({**res, "row": args.one, "marks": raw.tolist()}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

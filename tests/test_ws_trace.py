@@ -1,0 +1,49 @@
+"""scripts/ws_trace.py's summary of a trace build's clock64 marks, on a timeline built with known durations."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+_spec = importlib.util.spec_from_file_location("ws_trace", Path(__file__).resolve().parents[1] / "scripts" / "ws_trace.py")
+assert _spec is not None and _spec.loader is not None
+wt = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(wt)
+
+
+def _timeline(n_points: int, phases: dict[str, int], rest: int, offset_wg1: int) -> np.ndarray:
+    """Two consumer warpgroups whose issue points repeat the same durations; warpgroup 1 runs ``offset_wg1``
+    cycles behind warpgroup 0; issue point 0 of each CTA is not traced (a tile's first S), as in the kernel."""
+    marks = np.zeros((wt.CTAS, wt.WGS, wt.ITS, wt.EVENTS), dtype=np.uint64)
+    period = sum(phases.values()) + rest
+    for cta in range(wt.CTAS):
+        for w, off in ((0, 0), (1, offset_wg1)):
+            for it in range(1, n_points):
+                t = 10_000 + cta * 7 + off + it * period
+                marks[cta, w, it, 0] = t
+                for k, ph in enumerate(wt.PHASES):
+                    t += phases[ph]
+                    marks[cta, w, it, k + 1] = t
+    return marks
+
+
+def test_the_durations_of_a_known_timeline_come_back() -> None:
+    phases = {"turn": 100, "issue": 40, "s_wait": 190, "softmax": 900, "pv_wait": 340}
+    marks = _timeline(60, phases, rest=230, offset_wg1=700)
+    res = wt.summarize(marks, skip=4)
+    period = sum(phases.values()) + 230
+    assert set(res["wg"]) == {0, 1} and res["points"] == 2 * wt.CTAS * (60 - 4 - 1)
+    for w in (0, 1):
+        assert res["wg"][w] == {**{k: float(v) for k, v in phases.items()}, "rest": 230.0, "period": float(period)}
+    # 0's issue done at entry + 140, 1's turn at entry + 700 + 100; 1 -> 0 at the next issue point
+    assert res["handoff"] == {"0->1": 700.0 + 100 - 140, "1->0": float(period + 100 - (700 + 140))}
+
+
+def test_a_trace_without_marks_is_refused() -> None:
+    with pytest.raises(ValueError, match="ATTN_WS_TRACE"):
+        wt.summarize(np.zeros((wt.CTAS, wt.WGS, wt.ITS, wt.EVENTS), dtype=np.uint64))
+    with pytest.raises(ValueError, match="shape"):
+        wt.summarize(np.zeros((2, 2), dtype=np.uint64))
