@@ -56,8 +56,10 @@ class Settings(BaseSettings):
                                          "candidate process, the order) to this file (ATTNQ_DIAG_TIMING_LOG)")
     diag_profile: Path | None = Field(default=None, description="diagnostic: profile the checker process's "
                                       "scenario loop with cProfile and write the stats here, with a text summary "
-                                      "(top functions by own and by cumulative time) next to it as <path>.txt "
-                                      "(ATTNQ_DIAG_PROFILE; issue 13: where a scenario's host time goes)")
+                                      "(top functions by own and by cumulative time) next to it as <path>.txt; a "
+                                      "worker started later in the run (after a fatal error, for a fresh-process "
+                                      "scenario) writes <path>.<first scenario index> (ATTNQ_DIAG_PROFILE; issue 13: "
+                                      "where a scenario's host time goes)")
     diag_single_candidate_launcher: bool = Field(default=False, description="diagnostic: no second candidate "
                                                  "launcher (the repeats run in the first; weakens the determinism "
                                                  "check, never for a real verification; ATTNQ_DIAG_SINGLE_CANDIDATE_LAUNCHER)")

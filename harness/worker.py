@@ -302,35 +302,49 @@ def main(argv: list[str] | None = None) -> int:
                 k.close()
 
 
+def profile_path(path: str, first_index: int) -> str:
+    """Where a worker writes its profile: ``path`` for the worker that starts at scenario 0, ``path.<first_index>``
+    for a later one (a verification starts another worker after a fatal error and for each scenario that asks for a
+    fresh process; each keeps its own file)."""
+    return path if first_index == 0 else f"{path}.{first_index}"
+
+
 def _write_profile(prof: Any, path: str) -> None:
     """The cProfile stats of the scenario loop to ``path`` (``pstats`` format) and a summary to ``path``.txt: the
     40 functions with the most own time and the 40 with the most cumulative time, seconds of this process's wall
     clock (GPU work shows where the host waits for it: synchronize, ``.item()``, copies). Written before the
-    worker says it is done: the parent ends the worker's process group as soon as it reads that."""
+    worker says it is done: the parent ends the worker's process group as soon as it reads that. A write that
+    fails is reported on stderr; the verification goes on."""
     import io
     import pstats
 
-    prof.disable()
-    prof.dump_stats(path)
-    out = io.StringIO()
-    stats = pstats.Stats(prof, stream=out)
-    stats.sort_stats("tottime").print_stats(40)
-    stats.sort_stats("cumulative").print_stats(40)
-    Path(path + ".txt").write_text(out.getvalue())
+    try:
+        prof.dump_stats(path)
+        out = io.StringIO()
+        stats = pstats.Stats(prof, stream=out)
+        stats.sort_stats("tottime").print_stats(40)
+        stats.sort_stats("cumulative").print_stats(40)
+        Path(path + ".txt").write_text(out.getvalue())
+    except OSError as exc:
+        print(f"attnq: the profile could not be written to {path}: {exc}", file=sys.stderr)
 
 
 def _serve(job: WorkerJob, runner: Any, send: Any, fatal_exc: type) -> int:
     """Run every scenario of the job, one message per result (under cProfile where ``job.diag_profile`` asks:
-    the stats are written before the last message)."""
+    the stats are written before "done", and before the worker ends after a fatal error)."""
     prof = None
     if job.diag_profile:
         import cProfile
 
         prof = cProfile.Profile()
         prof.enable()
-    code = _scenarios(job, runner, send, fatal_exc)
-    if prof is not None:
-        _write_profile(prof, job.diag_profile)
+    try:
+        code = _scenarios(job, runner, send, fatal_exc)
+    finally:
+        if prof is not None:
+            prof.disable()
+    if prof is not None and job.diag_profile:
+        _write_profile(prof, profile_path(job.diag_profile, job.first_index))
     if code == 0:
         send({"type": "done"})
     return code

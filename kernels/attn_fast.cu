@@ -2283,6 +2283,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     static_assert(!VB || (TO && !QB && !MERGE && 64 * NWG <= ST * BN), "VB: O staged over the V ring, unmerged");
     static_assert(!KS || (!TO && !QB), "KS: partials leave through plain stores");
     static_assert(DR <= D && DR % 8 == 0 && (DR == D || !KS), "DR: a padded head_dim, not on the split path");
+    static_assert(NWG <= kTrWgs, "ATTN_WS_TRACE's layout has room for kTrWgs consumer warpgroups");
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
     // TO: the O staging area (consumer c's 64 rows at sO + c * 64 * D * 2, D / 64 column blocks of 64 rows x
@@ -3226,7 +3227,7 @@ extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
             if (cudaMemsetAsync(kp.tile_counter, 0, sizeof(int), stream) != cudaSuccess) return 3;
         }
 #if ATTN_WS_TRACE
-        if (p->workspace != nullptr && p->workspace_bytes >= kTraceBytes) {
+        if (p->workspace != nullptr && p->workspace_bytes >= kTraceBytes + (kp.tile_counter != nullptr ? 256 : 0)) {
             kp.trace = reinterpret_cast<unsigned long long*>(static_cast<char*>(p->workspace) +
                                                              ((p->workspace_bytes - kTraceBytes) & ~size_t(7)));
             if (cudaMemsetAsync(kp.trace, 0, kTraceBytes, stream) != cudaSuccess) return 3;

@@ -68,19 +68,24 @@ def summary(path: Path, top: int) -> None:
     print(f"== {path.name}: {len(lines)} SASS lines, {sum(_int(d, EXECUTED) for d in lines) / 1e6:.1f} M warp "
           f"instructions, {total} samples")
     agg = collections.Counter({r[6:]: sum(_int(d, r) for d in lines) for r in reasons})
-    print("   stall reasons: " + ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in agg.most_common(10)))
+    unlisted = total - sum(agg.values())  # samples under no stall_* column of the export (HGMMA lines mostly)
+    print("   stall reasons: " + ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in agg.most_common(10))
+          + f"; in no stall_* column {100 * unlisted / total:.1f}%")
     for d in sorted(lines, key=lambda d: -_int(d, SAMPLES))[:top]:
         s = _int(d, SAMPLES)
         why = sorted(((_int(d, r), r[6:]) for r in reasons), reverse=True)[:3]
+        rest = s - sum(_int(d, r) for r in reasons)
         print(f"   {100 * s / total:5.1f}% {d['Address'][-5:]} {d['Source'].strip()[:58]:58s} "
-              f"x{_int(d, EXECUTED) / 1e3:.0f}k " + " ".join(f"{n}:{100 * v / max(s, 1):.0f}%" for v, n in why))
+              f"x{_int(d, EXECUTED) / 1e3:.0f}k " + " ".join(f"{n}:{100 * v / max(s, 1):.0f}%" for v, n in why)
+              + (f" no_column:{100 * rest / max(s, 1):.0f}%" if rest > 0 else ""))
 
 
 def compare(paths: list[Path], rows: int) -> None:
     """Per opcode, instructions (M) and samples of each file side by side, the largest first."""
     cols = [by_opcode(load(p)) for p in paths]
     ops = sorted(set().union(*(c[0] for c in cols)), key=lambda o: -sum(c[0][o] for c in cols))
-    print("opcode       " + "".join(f"{p.name[:18]:>20s} instr M / samples" for p in paths))
+    print(f"{'opcode':12s} " + "".join(f"{p.name[:30]:>31s}" for p in paths))
+    print(f"{'':12s} " + "".join(f"{'instr M / samples':>31s}" for _ in paths))
     for op in ops[:rows]:
         print(f"{op:12s} " + "".join(f"{c[0][op] / 1e6:20.1f} / {c[1][op]:8d}" for c in cols))
 

@@ -11,7 +11,8 @@ Per consumer warpgroup, the median over the steady issue points (the first ``--s
 SM cycles: ``turn`` (entry to the ping-pong turn: K's arrival and the other warpgroup's issue), ``issue`` (S and
 P V issued), ``s_wait`` (S done), ``softmax``, ``pv_wait`` (P V done), ``rest`` (rescale, pack, to the next entry)
 and ``period`` (entry to entry); and between the warpgroups, ``handoff`` (one's issue done to the other's turn).
-The marks perturb the schedule (ptxas keeps the softmax above the P V wait in this build: ``ATTN_WS_PVPIN``, the
+The handoff means something only with the ping-pong on (ATTN_WS_PP*). The trace build also clears the trace
+(147 KB) before every call. The marks perturb the schedule (ptxas keeps the softmax above the P V wait in this build: ``ATTN_WS_PVPIN``, the
 same marks without stores, is the candidate that shows whether that matters); time the trace build against the
 default one in the same process before reading the numbers as the default kernel's.
 """
@@ -44,7 +45,8 @@ def summarize(marks: np.ndarray, skip: int = 8) -> dict:
     nxt[:, :, :-1] = ok[:, :, :-1] & (m[:, :, 1:, 0] > 0)
     out: dict = {"wg": {}, "handoff": {}, "points": int(nxt.sum())}
     if not nxt.any():
-        raise ValueError("no traced issue point past the skipped ones (was the library built with ATTN_WS_TRACE=1?)")
+        raise ValueError("no traced issue point past the skipped ones: a library built without ATTN_WS_TRACE=1, or a "
+                         "row that does not run on the warp-specialized kernel (decode, split-KV, mma fallback)")
     for w in range(WGS):
         sel = nxt[:, w]
         if not sel.any():

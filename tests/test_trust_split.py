@@ -292,14 +292,16 @@ def test_the_profile_diagnostic_profiles_the_workers_scenario_loop(built: Path, 
     """ATTNQ_DIAG_PROFILE (WorkerJob.diag_profile): a real worker process (CPU launchers) verifies one scenario
     under cProfile; the stats load with pstats and name the checker's scenario run, and the text summary sits
     next to them, both written before the worker says "done" (the parent, harness/verify.py, ends the worker
-    as soon as it reads that: the test kills it there too). Without the field nothing is written."""
+    as soon as it reads that: the test kills it there too). Without the field nothing is written; a worker that
+    starts at a later scenario (a verification's second worker) writes its own file and leaves the first one."""
     import pstats
 
     lib, sha = hostkernels.build(built)
-    for prof in (None, tmp_path / "worker.prof"):
+    first = b""
+    for prof, first_index in ((None, 0), (tmp_path / "worker.prof", 0), (tmp_path / "worker.prof", 7)):
         job = WorkerJob(candidate_lib=str(lib), original_lib=str(lib), candidate_sha256=sha, original_sha256=sha,
                         scenarios=[SC], seed=3, device="cpu", min_samples=3, max_samples=3, budget_ms=1e9,
-                        diag_profile=str(prof) if prof else None)
+                        diag_profile=str(prof) if prof else None, first_index=first_index)
         r, w = os.pipe()
         proc = subprocess.Popen([sys.executable, "-m", "harness.worker", "--fd", str(w)], stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(w,),
@@ -322,6 +324,11 @@ def test_the_profile_diagnostic_profiles_the_workers_scenario_loop(built: Path, 
         if prof is None:
             assert not list(tmp_path.iterdir())
             continue
+        if first_index:
+            assert prof.read_bytes() == first  # the first worker's file stays
+            prof = tmp_path / f"worker.prof.{first_index}"
+        else:
+            first = prof.read_bytes()
         funcs = {(Path(f).name, name) for f, _, name in pstats.Stats(str(prof)).stats}  # type: ignore[attr-defined]
         assert ("checker.py", "run") in funcs and ("checker.py", "_time") in funcs
         text = Path(str(prof) + ".txt").read_text()

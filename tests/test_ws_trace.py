@@ -43,7 +43,7 @@ def test_the_durations_of_a_known_timeline_come_back() -> None:
 
 
 def test_a_trace_without_marks_is_refused() -> None:
-    with pytest.raises(ValueError, match="ATTN_WS_TRACE"):
+    with pytest.raises(ValueError, match="ATTN_WS_TRACE=1, or a row"):
         wt.summarize(np.zeros((wt.CTAS, wt.WGS, wt.ITS, wt.EVENTS), dtype=np.uint64))
     with pytest.raises(ValueError, match="shape"):
         wt.summarize(np.zeros((2, 2), dtype=np.uint64))
