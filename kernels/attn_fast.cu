@@ -2027,7 +2027,7 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_PEEL 0  // session 11 candidate: the issue points whose key tile needs no mask in a loop of their own,
 #endif                  // without the mask's branch (ptxas then leaves the P V wait after the row max: FA3's overlap)
 #ifndef ATTN_WS_PVPIN
-#define ATTN_WS_PVPIN 0  // session 12 candidate: ATTN_WS_TRACE's marks compiled in, never storing (ptxas then waits for P V after the softmax)
+#define ATTN_WS_PVPIN 0  // session 12 candidate: ATTN_WS_TRACE's mark before the P V wait, never storing (ptxas then waits after the softmax)
 #endif
 #ifndef ATTN_WS_TRACE
 #define ATTN_WS_TRACE 0  // debug build (session 12): clock64 marks of each consumer's issue points (scripts/ws_trace.py)
@@ -2131,10 +2131,11 @@ __device__ __forceinline__ void reg_fence_u(uint32_t (&r)[K][4]) {
 // kTrIts issue points (K/V tile counter gk) with the SM's clock64: [cta][warpgroup (of 3)][gk][event], event 0 entry,
 // 1 the ping-pong turn taken, 2 S and P V issued (other warpgroup let go), 3 S done, 4 softmax done, 5 P V done.
 // The store is one predicated st.global (no branch: a divergent region in the loop moves ptxas's P V wait); with
-// the knob off the marks compile to nothing. ATTN_WS_PVPIN compiles them in without a trace buffer (the host sets
-// KParams::trace only under ATTN_WS_TRACE, so no store runs): in that SASS ptxas keeps every exp2 of the softmax above
-// the P V wait, where v18 waits before the row max (no overlap of a warpgroup's softmax with its own P V; NOTES,
-// session 11). A clock read alone does not do it: its value unused, ptxas drops it.
+// the knob off the marks compile to nothing. ATTN_WS_PVPIN compiles in only the mark before the P V wait, without a
+// trace buffer (the host sets KParams::trace only under ATTN_WS_TRACE, so no store runs): in that SASS ptxas keeps
+// every exp2 of the softmax above the P V wait in every ws kernel, where v18 waits before the row max (no overlap of
+// a warpgroup's softmax with its own P V; NOTES, session 11), and spills nowhere (all six marks: 12-52 B in the
+// head_dim 256 kernels). A clock read alone does not do it: its value unused, ptxas drops it.
 constexpr int kTrCtas = 4, kTrWgs = 3, kTrIts = 256, kTrEv = 6;
 constexpr size_t kTraceBytes = sizeof(unsigned long long) * kTrCtas * kTrWgs * kTrIts * kTrEv;
 __device__ __forceinline__ void trace_mark(unsigned long long* tr, bool rec, int idx) {
@@ -2746,18 +2747,18 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
             const bool trec = (ATTN_WS_TRACE || ATTN_WS_PVPIN) && p.trace != nullptr && leader && blockIdx.x < kTrCtas && gk < kTrIts;
             const int tb = ((int)(blockIdx.x % kTrCtas) * kTrWgs + cw) * kTrIts * kTrEv + (gk % kTrIts) * kTrEv;
-            trace_mark(p.trace, trec, tb);
+            if constexpr (ATTN_WS_TRACE != 0) trace_mark(p.trace, trec, tb);
             mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
             if (PP) named_sync(me, 256);
-            trace_mark(p.trace, trec, tb + 1);
+            if constexpr (ATTN_WS_TRACE != 0) trace_mark(p.trace, trec, tb + 1);
             issue_s(WS_KBUF(ks));
             if (ATTN_WS_RMID) rescale_o(alpha_p);  // o is not in flight: P_{j-2} V_{j-2} was waited for
             mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
             issue_pv(WS_VBUF(vs));
             if (PP) named_arrive(other, 256);
-            trace_mark(p.trace, trec, tb + 2);
+            if constexpr (ATTN_WS_TRACE != 0) trace_mark(p.trace, trec, tb + 2);
             wg_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
-            trace_mark(p.trace, trec, tb + 3);
+            if constexpr (ATTN_WS_TRACE != 0) trace_mark(p.trace, trec, tb + 3);
             reg_fence(s);
             leader_arrive_k(WS_EMPTY_K(ks), j == w.n_tiles - 1);
             float alpha[2];
@@ -2770,7 +2771,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             }
             trace_mark(p.trace, trec, tb + 4);
             wg_wait<0>();
-            trace_mark(p.trace, trec, tb + 5);
+            if constexpr (ATTN_WS_TRACE != 0) trace_mark(p.trace, trec, tb + 5);
             reg_fence(o);
             reg_fence_u(pa);
             leader_arrive_v(WS_EMPTY_V(vs));
