@@ -3,23 +3,20 @@ used to surface as a traceback after the variants' nvcc builds (minutes on the f
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.script_support import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = str(ROOT / "tests" / "data" / "evolve" / "knob_kernel.cu")
 
 
 def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("kernel_bench", ROOT / "scripts" / "kernel_bench.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("kernel_bench")
 
 
 @pytest.mark.parametrize(("args", "says"), [

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("ncu_source_summary", ROOT / "scripts" / "ncu_source_summary.py")
-assert _spec is not None and _spec.loader is not None
-nss = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(nss)
+from tests.script_support import load_script
+
+nss = load_script("ncu_source_summary")
 by_opcode, load, main, opcode = nss.by_opcode, nss.load, nss.main, nss.opcode
 
-DATA = ROOT / "kernels" / "campaigns" / "stage2"
+DATA = Path(__file__).resolve().parents[1] / "kernels" / "campaigns" / "stage2"
 V18 = DATA / "run47_ncu_src_v18_d128_n_s8192.csv.gz"
 FA3 = DATA / "run47_ncu_src_fa3_d128_n_s8192.csv.gz"
 

@@ -296,37 +296,30 @@ def test_the_profile_diagnostic_profiles_the_workers_scenario_loop(built: Path, 
     starts at a later scenario (a verification's second worker) writes its own file and leaves the first one."""
     import pstats
 
+    from harness.verify import _WorkerRun
+
     lib, sha = hostkernels.build(built)
+    out = tmp_path / "prof"
+    out.mkdir()
     first = b""
-    for prof, first_index in ((None, 0), (tmp_path / "worker.prof", 0), (tmp_path / "worker.prof", 7)):
+    for prof, first_index in ((None, 0), (out / "worker.prof", 0), (out / "worker.prof", 7)):
         job = WorkerJob(candidate_lib=str(lib), original_lib=str(lib), candidate_sha256=sha, original_sha256=sha,
                         scenarios=[SC], seed=3, device="cpu", min_samples=3, max_samples=3, budget_ms=1e9,
                         diag_profile=str(prof) if prof else None, first_index=first_index)
-        r, w = os.pipe()
-        proc = subprocess.Popen([sys.executable, "-m", "harness.worker", "--fd", str(w)], stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(w,),
-                                env=_child_env(), cwd=str(REPO_ROOT), text=True)
-        os.close(w)
-        assert proc.stdin is not None
-        proc.stdin.write(job.model_dump_json())
-        proc.stdin.close()
-        msgs = []
-        with os.fdopen(r) as chan:
-            for line in chan:
-                msgs.append(json.loads(line))
-                if msgs[-1]["type"] in ("done", "fatal", "load_error"):
-                    proc.kill()  # as the parent does on "done"
-                    break
-        proc.wait(timeout=60)
-        assert msgs[-1]["type"] == "done", msgs[-1]
+        run = _WorkerRun(job, tmp_path / "worker.log")  # the worker as harness/verify.py starts it
+        msgs: list = []
+        while not msgs or msgs[-1] not in ("eof", None) and msgs[-1]["type"] not in ("done", "fatal", "load_error"):
+            msgs.append(run.read(120))
+        run.kill()  # on "done" at once, as the parent does
+        assert msgs[-1] not in ("eof", None) and msgs[-1]["type"] == "done", msgs[-1]
         (res,) = [m["result"] for m in msgs if m["type"] == "result"]
         assert res["correct"], res["message"]
         if prof is None:
-            assert not list(tmp_path.iterdir())
+            assert not list(out.iterdir())
             continue
         if first_index:
             assert prof.read_bytes() == first  # the first worker's file stays
-            prof = tmp_path / f"worker.prof.{first_index}"
+            prof = out / f"worker.prof.{first_index}"
         else:
             first = prof.read_bytes()
         funcs = {(Path(f).name, name) for f, _, name in pstats.Stats(str(prof)).stats}  # type: ignore[attr-defined]

@@ -4,7 +4,6 @@ verdict by that. Running them needs a GPU (scripts/gpu_run.sh step `bugs`)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -12,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import ORIGINAL_KERNEL, REPO_ROOT
+from harness import ORIGINAL_KERNEL
 from harness.scenarios import load_suite
+from tests.script_support import load_script
 
-_spec = importlib.util.spec_from_file_location("wrong_kernels", REPO_ROOT / "scripts" / "wrong_kernels.py")
-wk = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(wk)
+wk = load_script("wrong_kernels")
 
 NEW = ["wrong_gqa", "hardcoded_scale", "ignored_kv_strides", "log2_lse", "unguarded_tail"]
 

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-_spec = importlib.util.spec_from_file_location("ws_trace", Path(__file__).resolve().parents[1] / "scripts" / "ws_trace.py")
-assert _spec is not None and _spec.loader is not None
-wt = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(wt)
+from tests.script_support import load_script
+
+wt = load_script("ws_trace")
 
 
 def _timeline(n_points: int, phases: dict[str, int], rest: int, offset_wg1: int) -> np.ndarray:
