@@ -20,8 +20,8 @@ default one in the same process before reading the numbers as the default kernel
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -58,25 +58,13 @@ def summarize(marks: np.ndarray, skip: int = 8) -> dict:
     present = [w for w in range(WGS) if w in out["wg"]]
     for i, w in enumerate(present):  # ping-pong order: w lets present[i + 1] go
         v = present[(i + 1) % len(present)]
-        both = nxt[:, w] & nxt[:, v]
-        if v <= w:  # the last warpgroup's issue n lets the first go at issue point n + 1
-            both = np.zeros_like(both)
-            both[:, :-1] = nxt[:, w, :-1] & nxt[:, v, 1:]
-            gap = m[:, v, 1:, 1] - m[:, w, :-1, 2]
-            vals = gap[both[:, :-1]]
-        else:
-            vals = (m[:, v, :, 1] - m[:, w, :, 2])[both]
+        if v > w:  # at the same issue point
+            vals = (m[:, v, :, 1] - m[:, w, :, 2])[nxt[:, w] & nxt[:, v]]
+        else:  # the last warpgroup's issue n lets the first go at issue point n + 1
+            vals = (m[:, v, 1:, 1] - m[:, w, :-1, 2])[nxt[:, w, :-1] & nxt[:, v, 1:]]
         if vals.size:
             out["handoff"][f"{w}->{v}"] = float(np.median(vals))
     return out
-
-
-def _kernel_bench():
-    spec = importlib.util.spec_from_file_location("kernel_bench", Path(__file__).resolve().parent / "kernel_bench.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", type=int, default=8, help="issue points of each CTA left out (warm-up)")
     ap.add_argument("--json", type=Path, help="write the summary and the raw marks here")
     args = ap.parse_args(argv)
-    kb = _kernel_bench()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import kernel_bench as kb  # its Runner and grid tensors (imports torch: here, not for summarize())
+
     torch = kb.torch
     d, c, s = args.one.split("_")
     q, k, v = kb.grid_tensors(int(d[1:]), int(s[1:]))
