@@ -2138,20 +2138,21 @@ __device__ __forceinline__ void reg_fence_u(uint32_t (&r)[K][4]) {
 // head_dim 256 kernels). A clock read alone does not do it: its value unused, ptxas drops it.
 constexpr int kTrCtas = 4, kTrWgs = 3, kTrIts = 256, kTrEv = 6;
 constexpr size_t kTraceBytes = sizeof(unsigned long long) * kTrCtas * kTrWgs * kTrIts * kTrEv;
-__device__ __forceinline__ void trace_mark(unsigned long long* tr, bool rec, int idx) {
-#if ATTN_WS_TRACE || ATTN_WS_PVPIN
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t));
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, %0, 0;\n"
-        "@p st.global.u64 [%1], %2;\n"
-        "}\n" ::"r"((int)rec),
-        "l"(tr + idx), "l"(t));
-#else
-    (void)tr, (void)rec, (void)idx;
-#endif
+constexpr int kTrPvWait = 4;  // the event before the P V wait: the one ATTN_WS_PVPIN compiles in
+// Mark event E of the issue point whose first event is at tr + tb, where rec holds.
+template <int E>
+__device__ __forceinline__ void trace_mark(unsigned long long* tr, bool rec, int tb) {
+    if constexpr (ATTN_WS_TRACE != 0 || (ATTN_WS_PVPIN != 0 && E == kTrPvWait)) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t));
+        asm volatile(
+            "{\n"
+            ".reg .pred p;\n"
+            "setp.ne.b32 p, %0, 0;\n"
+            "@p st.global.u64 [%1], %2;\n"
+            "}\n" ::"r"((int)rec),
+            "l"(tr + (tb + E)), "l"(t));
+    }
 }
 
 // Registers per thread after setmaxnreg: NWG consumer warpgroups of 64 rows + 1 producer warpgroup share
@@ -2747,18 +2748,18 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             const int gk = kv + j, gv = gk - 1, ks = gk % ST, vs = gv % ST;
             const bool trec = (ATTN_WS_TRACE || ATTN_WS_PVPIN) && p.trace != nullptr && leader && blockIdx.x < kTrCtas && gk < kTrIts;
             const int tb = ((int)(blockIdx.x % kTrCtas) * kTrWgs + cw) * kTrIts * kTrEv + (gk % kTrIts) * kTrEv;
-            if constexpr (ATTN_WS_TRACE != 0) trace_mark(p.trace, trec, tb);
+            trace_mark<0>(p.trace, trec, tb);
             mbar_wait(WS_FULL_K(ks), (gk / ST) & 1);
             if (PP) named_sync(me, 256);
-            if constexpr (ATTN_WS_TRACE != 0) trace_mark(p.trace, trec, tb + 1);
+            trace_mark<1>(p.trace, trec, tb);
             issue_s(WS_KBUF(ks));
             if (ATTN_WS_RMID) rescale_o(alpha_p);  // o is not in flight: P_{j-2} V_{j-2} was waited for
             mbar_wait(WS_FULL_V(vs), (gv / ST) & 1);
             issue_pv(WS_VBUF(vs));
             if (PP) named_arrive(other, 256);
-            if constexpr (ATTN_WS_TRACE != 0) trace_mark(p.trace, trec, tb + 2);
+            trace_mark<2>(p.trace, trec, tb);
             wg_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
-            if constexpr (ATTN_WS_TRACE != 0) trace_mark(p.trace, trec, tb + 3);
+            trace_mark<3>(p.trace, trec, tb);
             reg_fence(s);
             leader_arrive_k(WS_EMPTY_K(ks), j == w.n_tiles - 1);
             float alpha[2];
@@ -2769,9 +2770,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             } else {
                 softmax(j, alpha);
             }
-            trace_mark(p.trace, trec, tb + 4);
+            trace_mark<kTrPvWait>(p.trace, trec, tb);
             wg_wait<0>();
-            if constexpr (ATTN_WS_TRACE != 0) trace_mark(p.trace, trec, tb + 5);
+            trace_mark<5>(p.trace, trec, tb);
             reg_fence(o);
             reg_fence_u(pa);
             leader_arrive_v(WS_EMPTY_V(vs));
