@@ -1,7 +1,12 @@
 """Pick the variant to adopt from a kernel_bench JSON: the best geomean ratio vs FA3 among variants whose
 checks passed, if it beats `base` by at least --min-gain (else `base`). Prints the variant name.
 
-    python3 scripts/pick_variant.py bench.json [--min-gain 0.02]
+    python3 scripts/pick_variant.py bench.json [--min-gain 0.02] [--min-seqlen 2048] [--class-floor 0.985]
+
+--min-seqlen: only the FA3-grid rows (keys ``d<head_dim>_<c|n>_s<seqlen>``) with at least this seqlen count (the
+bench's s512/s1k rows carry FA3's Python-call overhead; run 42: FA3 slower at s512 than at s1k); other keys stay.
+--class-floor: a variant is eligible only if, in every class (the key without its ``_s<seqlen>``), its geomean
+ratio to `base` is at least this. Per variant, stderr gets its geomean vs FA3, vs `base`, and its worst class.
 """
 
 from __future__ import annotations
@@ -9,8 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
+
+_SEQLEN = re.compile(r"_s(\d+)$")
 
 
 def geomean_vs_fa3(res: dict, fa3: dict) -> float:
@@ -19,19 +27,45 @@ def geomean_vs_fa3(res: dict, fa3: dict) -> float:
     return math.exp(sum(map(math.log, rr)) / len(rr)) if rr else float("nan")
 
 
+def keep_rows(res: dict, min_seqlen: int) -> dict:
+    """``res`` without the rows whose key ends in ``_s<seqlen>`` with seqlen < ``min_seqlen``."""
+    return {k: v for k, v in res.items() if not ((m := _SEQLEN.search(k)) and int(m.group(1)) < min_seqlen)}
+
+
+def class_ratios(res: dict, base: dict) -> dict[str, float]:
+    """Per class (key without ``_s<seqlen>``), the geomean of ``res[key] / base[key]`` over the keys both have."""
+    by: dict[str, list[float]] = {}
+    for k, v in res.items():
+        if k in base and isinstance(v, float) and isinstance(base[k], float):
+            by.setdefault(_SEQLEN.sub("", k), []).append(math.log(v / base[k]))
+    return {c: math.exp(sum(xs) / len(xs)) for c, xs in by.items()}
+
+
+def pick(data: dict, min_gain: float = 0.02, min_seqlen: int = 0, class_floor: float = 0.0) -> tuple[str, dict]:
+    """The variant to adopt and, per variant whose checks passed, ``(vs FA3, vs base, worst class ratio)``
+    (without FA3 in the JSON every score is nan and the pick is `base`)."""
+    fa3 = keep_rows(data.get("fa3", {}), min_seqlen)
+    runs = {n: keep_rows(r, min_seqlen) for n, r in data.items() if n != "fa3" and not r.get("check_failures")}
+    scores = {n: geomean_vs_fa3(r, fa3) for n, r in runs.items()}
+    base = scores.get("base", float("nan"))
+    worst = {n: min(class_ratios(r, runs.get("base", {})).values(), default=1.0) for n, r in runs.items()}
+    table = {n: (scores[n], scores[n] / base, worst[n]) for n in runs}
+    eligible = [n for n in scores if not math.isnan(scores[n]) and worst[n] >= class_floor]
+    best = max(eligible, key=scores.get, default="base")
+    return (best if best != "base" and scores[best] >= base * (1 + min_gain) else "base"), table
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bench", type=Path)
     ap.add_argument("--min-gain", type=float, default=0.02)
+    ap.add_argument("--min-seqlen", type=int, default=0, help="only grid rows with at least this seqlen")
+    ap.add_argument("--class-floor", type=float, default=0.0, help="every class at least this ratio to base")
     args = ap.parse_args()
-    data = json.loads(args.bench.read_text())
-    fa3 = data.pop("fa3", {})
-    scores = {n: geomean_vs_fa3(r, fa3) for n, r in data.items() if not r.get("check_failures")}
-    for n, g in scores.items():
-        print(f"{n}: {g:.3f}", file=sys.stderr)
-    base = scores.get("base", float("nan"))
-    best = max((n for n in scores if not math.isnan(scores[n])), key=scores.get, default="base")
-    print(best if best != "base" and scores[best] >= base * (1 + args.min_gain) else "base")
+    best, table = pick(json.loads(args.bench.read_text()), args.min_gain, args.min_seqlen, args.class_floor)
+    for n, (g, vb, w) in table.items():
+        print(f"{n}: {g:.3f} vs FA3, {vb:.3f} vs base, worst class {w:.3f}", file=sys.stderr)
+    print(best)
     return 0
 
 
