@@ -167,6 +167,20 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
+// 2^x on the FMA pipe (ATTN_WS_EMU): x clamped to [-127, +inf), rounded to the nearest integer j with the
+// 1.5 * 2^23 shift (j lands in the low mantissa bits of t), f = x - j in [-0.5, 0.5], 2^f by a degree-3 polynomial
+// (coefficients: minimax relative error 7.5e-5 on [-0.5, 0.5], fitted for attnq), times 2^j built from t's bits as
+// ((j + 127) << 23). Only for x <= 0 (scores minus the running max): x = -inf (masked key) gives j = -127, a scale of
+// exactly 0 and so 0, as ex2.approx.ftz does. Relieves the MUFU pipe (16 exp2 per clock per SM on sm_90, a quarter of
+// the tensor core's rate per score element at head_dim 128) at the cost of ~9 FMA/ALU instructions per element.
+__device__ __forceinline__ float emu_exp2(float x) {
+    x = fmaxf(x, -127.f);
+    const float t = x + 12582912.f;
+    const float f = x - (t - 12582912.f);
+    const float p = fmaf(fmaf(fmaf(0.05517167f, f, 0.24261113f), f, 0.69326097f), f, 0.99992806f);
+    return p * __int_as_float((__float_as_int(t) << 23) + 0x3f800000);
+}
+
 __device__ __forceinline__ float quad_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -2029,6 +2043,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_PVPIN
 #define ATTN_WS_PVPIN 0  // session 12 candidate: ATTN_WS_TRACE's mark before the P V wait, never storing (ptxas then waits after the softmax)
 #endif
+#ifndef ATTN_WS_EMU
+#define ATTN_WS_EMU 0  // session 13 candidate: every ATTN_WS_EMU-th 8-column chunk of the softmax's exp2 on the FMA pipe
+#endif                 // (emu_exp2) instead of MUFU (0: none; 4: a quarter of the elements)
 #ifndef ATTN_WS_TRACE
 #define ATTN_WS_TRACE 0  // debug build (session 12): clock64 marks of each consumer's issue points (scripts/ws_trace.py)
 #endif
@@ -2667,10 +2684,17 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #pragma unroll
             for (int c = 0; c < NC; ++c) {
                 const int k = ATTN_WS_ILP ? (c & 1) : 0;
-                s[4 * c] = fast_exp2(s[4 * c] * sl2 - ms[0]);
-                s[4 * c + 1] = fast_exp2(s[4 * c + 1] * sl2 - ms[0]);
-                s[4 * c + 2] = fast_exp2(s[4 * c + 2] * sl2 - ms[1]);
-                s[4 * c + 3] = fast_exp2(s[4 * c + 3] * sl2 - ms[1]);
+                if (ATTN_WS_EMU > 0 && c % (ATTN_WS_EMU > 0 ? ATTN_WS_EMU : 1) == ATTN_WS_EMU - 1) {  // resolved at compile time (unrolled)
+                    s[4 * c] = emu_exp2(s[4 * c] * sl2 - ms[0]);
+                    s[4 * c + 1] = emu_exp2(s[4 * c + 1] * sl2 - ms[0]);
+                    s[4 * c + 2] = emu_exp2(s[4 * c + 2] * sl2 - ms[1]);
+                    s[4 * c + 3] = emu_exp2(s[4 * c + 3] * sl2 - ms[1]);
+                } else {
+                    s[4 * c] = fast_exp2(s[4 * c] * sl2 - ms[0]);
+                    s[4 * c + 1] = fast_exp2(s[4 * c + 1] * sl2 - ms[0]);
+                    s[4 * c + 2] = fast_exp2(s[4 * c + 2] * sl2 - ms[1]);
+                    s[4 * c + 3] = fast_exp2(s[4 * c + 3] * sl2 - ms[1]);
+                }
                 sum[0][k] += s[4 * c] + s[4 * c + 1];
                 sum[1][k] += s[4 * c + 2] + s[4 * c + 3];
             }
