@@ -1,0 +1,56 @@
+#!/bin/bash
+# session 13, call 2 (run 53): ATTN_WS_EMU (a share of the softmax's exp2 on the FMA pipe) against v18 (base), libraries
+# prebuilt on the CPU box (.prebuilt, carried); checks one process each; one bench with FA3 on d64/128/192/256; the
+# winner (pick_variant: >= 1.5 % over s >= 2048, no class below 0.985) made default and full verified (recorded).
+set -u
+export OUT=${OUT:-$PWD/gpu-out}; mkdir -p $OUT/x
+export ATTNQ_STATE=$PWD/.campaign ATTNQ_GOAL_ANCHOR=fa3 PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+. scripts/gpu_env.sh
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/x/info.txt
+git log --oneline -1 | tee -a $OUT/x/info.txt
+LIBS=$PWD/.prebuilt; V="base emu2 emu4 emu8 emu4pin"
+ls -la $LIBS | tee -a $OUT/x/info.txt
+for n in $V; do
+  timeout 150 python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant $n= --prebuilt $LIBS --check-only > /tmp/c_$n.log 2>&1 &
+done
+wait
+ok=()
+for n in $V; do
+  grep -q "check: OK" /tmp/c_$n.log && ok+=(--variant $n=)
+  echo "$n $(grep -h 'check:' /tmp/c_$n.log | head -1)" | tee -a $OUT/x/checks.txt
+  grep -h "^   " /tmp/c_$n.log | head -8 >> $OUT/x/checks.txt
+  tail -3 /tmp/c_$n.log >> $OUT/x/checks.txt
+done
+echo "checked t=$(el)"
+timeout 240 python3 scripts/kernel_bench.py kernels/attn_fast.cu "${ok[@]}" --prebuilt $LIBS --no-check --dims 64,128,192,256 \
+  --json $OUT/x/bench.json > $OUT/x/bench.log 2>&1
+tail -6 $OUT/x/bench.log; echo "bench t=$(el)"
+python3 scripts/pick_variant.py $OUT/x/bench.json --min-seqlen 2048 --class-floor 0.985 --min-gain 0.015 > $OUT/x/decide.txt 2>&1
+cat $OUT/x/decide.txt
+best=$(head -1 $OUT/x/decide.txt)
+case $best in
+  emu2) sed -i 's/^#define ATTN_WS_EMU 0 /#define ATTN_WS_EMU 2 /' kernels/attn_fast.cu ;;
+  emu4) sed -i 's/^#define ATTN_WS_EMU 0 /#define ATTN_WS_EMU 4 /' kernels/attn_fast.cu ;;
+  emu8) sed -i 's/^#define ATTN_WS_EMU 0 /#define ATTN_WS_EMU 8 /' kernels/attn_fast.cu ;;
+  emu4pin) sed -i -e 's/^#define ATTN_WS_EMU 0 /#define ATTN_WS_EMU 4 /' -e 's/^#define ATTN_WS_PVPIN 0 /#define ATTN_WS_PVPIN 1 /' kernels/attn_fast.cu ;;
+esac
+grep -n "^#define ATTN_WS_EMU \|^#define ATTN_WS_PVPIN " kernels/attn_fast.cu | cut -c1-40 | tee -a $OUT/x/decide.txt
+left=$(( ${BUDGET:-570} - $(el) - 10 ))
+if [ "$best" != base ] && [ -n "$best" ]; then
+  cp kernels/attn_fast.cu $OUT/x/attn_fast_run53.cu
+  ATTNQ_DIAG_TIMING_LOG=$OUT/x/full_timing.jsonl timeout $left python3 -m attnq verify kernels/attn_fast.cu --suite full --anchors fa3,cudnn,flash --json > $OUT/x/full.json 2> $OUT/x/full.err
+  echo "full($best) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
+  tail -3 $OUT/x/full.err; gzip -f $OUT/x/full_timing.jsonl 2>/dev/null
+  tar czf $OUT/campaign.tgz .campaign
+else
+  for n in base emu4; do
+    left=$(( ${BUDGET:-570} - $(el) - 10 )); [ $left -lt 60 ] && break
+    timeout $left ncu --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section WarpStateStats -k regex:"attn_fwd_ws" \
+      python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant $n= --prebuilt $LIBS --one d128_n_s8192 --calls 1 --no-fa3 > $OUT/x/ncu_$n.txt 2>&1
+    echo "ncu $n rc=$? t=$(el)"
+  done
+  gzip -f $OUT/x/ncu_*.txt 2>/dev/null
+fi
+tar czf $OUT/x.tgz -C $OUT x && rm -rf $OUT/x
+echo "done t=$(el)"
