@@ -17,6 +17,7 @@ Used by the checker and CPU tests; torch is passed in, not imported.
 
 from __future__ import annotations
 
+import itertools
 import math
 import mmap
 from collections.abc import Callable
@@ -57,6 +58,22 @@ DRAWN: dict[str, LayoutSpec] = {
 
 def _align(n: int, a: int = 256) -> int:
     return (n + a - 1) // a * a
+
+
+def _view_of(mask: Any, region: Any, view: Any) -> Any:
+    """``mask`` (a contiguous tensor with one element per element of the flat ``region``) at the elements of
+    ``view`` (a view into ``region``, same dtype): the same shape, strides and offset, so element i of the result
+    is ``mask`` at view element i. None where ``view`` is not provably inside ``region``."""
+    esize = region.element_size()
+    off, rem = divmod(view.data_ptr() - region.data_ptr(), esize)
+    if (view.dtype != region.dtype or rem or off < 0 or region.dim() != 1 or region.stride(0) != 1
+            or view.untyped_storage().data_ptr() != region.untyped_storage().data_ptr()
+            or any(st < 0 for st in view.stride())):
+        return None
+    last = off + sum((n - 1) * st for n, st in zip(view.shape, view.stride(), strict=True))
+    if view.numel() and last >= region.numel():
+        return None
+    return mask.as_strided(tuple(view.shape), tuple(view.stride()), mask.storage_offset() + off)
 
 
 def fill_values(torch: Any, sc: Scenario, targets: dict[str, Any], gen: Any, kind: str, scale: float, *,
@@ -138,6 +155,12 @@ class Buffers:
         from harness.checks import poison_
 
         poison_(self.arena.view(torch.float32))  # every offset and the total are multiples of 256
+        # guards_written counts the guard bands' written elements in one pass over [poison, band 0, band 1, ...]:
+        # a prefix sum, read at each band's last element (index 0: the poisoned sentinel, 0 written)
+        self._bands = [t for _, t in self._guards if t is not None]
+        self._sentinel = poison_(torch.empty(1, dtype=torch.float32, device=self.arena.device))
+        self._band_ends = torch.tensor([0, *itertools.accumulate(t.numel() for t in self._bands)], dtype=torch.int64,
+                                       device=self.arena.device)
         self.default_scale = 1.0 / math.sqrt(d)
         self.scale = self.default_scale
         self.layouts = (DECLARED,) if sc.layout is not None else tuple(DRAWN)
@@ -217,17 +240,26 @@ class Buffers:
         """Elements no longer holding poison, per guard (order of :attr:`guard_names`): an int64 tensor
         ``[num_guards]`` on the buffers' device, computed without a host synchronization. The "outside the
         view" count is the region's non-poison elements minus the (non-overlapping) view's."""
-        from harness.checks import poison_count_t
+        from harness.checks import written_mask
 
-        counts = []
+        torch = self.torch
+        # written elements of every band at once: a prefix sum over the bands laid end to end, read at the
+        # bands' ends (exact integer counts, the same as counting each band on its own)
+        ends = written_mask(torch.cat([self._sentinel, *self._bands])).cumsum(0)[self._band_ends]
+        band_counts = ends[1:] - ends[:-1]
+        counts, i = [], 0
         for where, t in self._guards:
             if t is not None:
-                counts.append(t.numel() - poison_count_t(t))
+                counts.append(band_counts[i:i + 1])
+                i += 1
                 continue
             name = self._outside[where]
             region, view = self._data[name], self.targets[name]
-            counts.append((region.numel() - poison_count_t(region)) - (view.numel() - poison_count_t(view)))
-        return self.torch.stack(counts)
+            written = written_mask(region)
+            in_view = _view_of(written, region, view)
+            n_view = (written_mask(view) if in_view is None else in_view).sum()
+            counts.append((written.sum() - n_view).reshape(1))
+        return torch.cat(counts)
 
     def guards_intact(self) -> str | None:
         """None when every guard still holds only poison, else where the first written guard is
