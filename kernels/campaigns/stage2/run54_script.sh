@@ -10,7 +10,7 @@ T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 . scripts/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/x/info.txt
 git log --oneline -1 | tee -a $OUT/x/info.txt
-LIBS=$PWD/.prebuilt; V="base rmid"
+LIBS=$PWD/.prebuilt; V="base rmid rmidpin"
 ls -la $LIBS | tee -a $OUT/x/info.txt
 for n in $V; do
   timeout 150 python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant $n= --prebuilt $LIBS --check-only > /tmp/c_$n.log 2>&1 &
@@ -32,15 +32,25 @@ cat $OUT/x/decide.txt
 best=$(tail -1 $OUT/x/decide.txt)
 case $best in
   rmid) sed -i 's/^#define ATTN_WS_RMID 0 /#define ATTN_WS_RMID 1 /' kernels/attn_fast.cu ;;
+  rmidpin) sed -i -e 's/^#define ATTN_WS_RMID 0 /#define ATTN_WS_RMID 1 /' -e 's/^#define ATTN_WS_PVPIN 0 /#define ATTN_WS_PVPIN 1 /' kernels/attn_fast.cu ;;
 esac
-grep -n "^#define ATTN_WS_RMID " kernels/attn_fast.cu | cut -c1-40 | tee -a $OUT/x/decide.txt
+grep -n "^#define ATTN_WS_RMID \|^#define ATTN_WS_PVPIN " kernels/attn_fast.cu | cut -c1-40 | tee -a $OUT/x/decide.txt
 left=$(( ${BUDGET:-570} - $(el) - 10 ))
 if [ "$best" != base ] && [ -n "$best" ]; then
-  cp kernels/attn_fast.cu $OUT/x/attn_fast_run53.cu
+  cp kernels/attn_fast.cu $OUT/x/attn_fast_run54.cu
   ATTNQ_DIAG_TIMING_LOG=$OUT/x/full_timing.jsonl timeout $left python3 -m attnq verify kernels/attn_fast.cu --suite full --anchors fa3,cudnn,flash --json > $OUT/x/full.json 2> $OUT/x/full.err
   echo "full($best) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
   tail -3 $OUT/x/full.err; gzip -f $OUT/x/full_timing.jsonl 2>/dev/null
   tar czf $OUT/campaign.tgz .campaign
+else
+  ATTNQ_DIAG_PROFILE=$OUT/x/full.prof timeout $left python3 -m attnq verify kernels/attn_fast.cu --suite full --no-record --json > $OUT/x/full.json 2> $OUT/x/full.err
+  echo "full(profile, new checker) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
+fi
+left=$(( ${BUDGET:-570} - $(el) - 10 ))
+if [ $left -gt 60 ]; then
+  T=tests/gpu/test_original.py; [ "$best" != base ] && T=tests/gpu/test_fast.py
+  ATTNQ_FAST_KERNEL=kernels/attn_fast.cu timeout $left python3 -m pytest -q -m gpu $T tests/gpu/test_fa3_anchor.py -p no:cacheprovider > $OUT/x/gpu_tests.log 2>&1
+  echo "gpu tests rc=$? $(tail -1 $OUT/x/gpu_tests.log) t=$(el)"
 fi
 tar czf $OUT/x.tgz -C $OUT x && rm -rf $OUT/x
 echo "done t=$(el)"
