@@ -36,13 +36,13 @@ case $best in
 esac
 grep -n "^#define ATTN_WS_RMID \|^#define ATTN_WS_PVPIN " kernels/attn_fast.cu | cut -c1-40 | tee -a $OUT/x/decide.txt
 left=$(( ${BUDGET:-570} - $(el) - 10 ))
-if [ "$best" != base ] && [ -n "$best" ]; then
+if [ "$best" != base ] && [ -n "$best" ] && [ $left -gt 250 ]; then
   cp kernels/attn_fast.cu $OUT/x/attn_fast_run54.cu
   ATTNQ_DIAG_TIMING_LOG=$OUT/x/full_timing.jsonl timeout $left python3 -m attnq verify kernels/attn_fast.cu --suite full --anchors fa3,cudnn,flash --json > $OUT/x/full.json 2> $OUT/x/full.err
   echo "full($best) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
   tail -3 $OUT/x/full.err; gzip -f $OUT/x/full_timing.jsonl 2>/dev/null
   tar czf $OUT/campaign.tgz .campaign
-else
+elif [ $left -gt 150 ]; then
   ATTNQ_DIAG_PROFILE=$OUT/x/full.prof timeout $left python3 -m attnq verify kernels/attn_fast.cu --suite full --no-record --json > $OUT/x/full.json 2> $OUT/x/full.err
   echo "full(profile, new checker) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
 fi
