@@ -352,11 +352,18 @@ class Runner:
         """Correctness over the checked draws (``drawer.checked_draws`` fresh input draws). Returns the worst
         errors and the timed bounds per value key (CallDraw.values); the draws a source slot takes are kept
         in ``sources`` (pristine inputs, candidate outputs: harness/repeats.py)."""
-        from harness.checks import MANTISSA_BITS, TimedBounds, count_poison, timed_bound_o
+        from harness.checks import (
+            MANTISSA_BITS,
+            TimedBounds,
+            checked_bounds,
+            checked_call_values,
+            judge_checked_call,
+            timed_bound_o,
+        )
         from harness.full_check import whole_check
 
         worst: ErrorStats | None = None
-        bounds: dict[str, TimedBounds] = {}
+        drafts: list[tuple[str, TimedBounds, Any]] = []  # per passed draw: value key, bounds, max|o| (device)
         for draw_i in range(drawer.checked_draws):
             draw = drawer.checked(draw_i)
             self._prepare(bufs_c, bufs_o, draw, gen, None)
@@ -365,15 +372,11 @@ class Runner:
             self._cand_call(draw, self._params(bufs_c, sc), self.job.stream_escape_check == "tail")
             self.dev.sync()
             where = f"[draw {draw_i}: {describe_values(sc, draw)}, {draw.layout} layout]"
-            if not bool(self._inputs_same_t(bufs_c, bufs_o)):
-                raise Fail("inputs_modified", "input_integrity", f"q, k or v changed during the call {where}")
-            broken = bufs_c.guards_intact()
-            if broken:
-                raise Fail("out_of_bounds_write", "guard_bands", f"out-of-bounds write: {broken} {where}")
-            unwritten = count_poison(bufs_c.o_c) + count_poison(bufs_c.lse_c)
-            if unwritten:
-                raise Fail("unwritten_output", "poisoned_output",
-                           f"{unwritten} elements of o/lse were never written (poison left) {where}")
+            # inputs, guard bands, poison left: computed on the device, one transfer, judged in that order
+            bad = judge_checked_call(checked_call_values(self._inputs_same_t(bufs_c, bufs_o), bufs_c.o_c, bufs_c.lse_c,
+                                                         bufs_c.guards_written()).tolist(), bufs_c.guard_names, where)
+            if bad:
+                raise Fail(*bad)
             # Expected answers exist only from here on, after the candidate's call for this draw.
             t_ref = time.perf_counter()
             self.dev.sync()
@@ -390,16 +393,16 @@ class Runner:
             bad = whole.failure(bufs_c.dtype)  # the reference checks, then exactness
             if bad:
                 raise Fail(bad[0], bad[1], f"{bad[2]} {where}")
-            max_o = float(bufs_o.o_c.float().abs().nan_to_num(0).max().item()) if bufs_o.o_c.numel() else 0.0
-            b = TimedBounds(timed_bound_o(tol_o, rep_o.max_abs_err_o, 0.0, bufs_c.dtype, ulp=False),
-                            tol_lse + rep_o.max_abs_err_lse, tol_o, tol_lse, ref_o_max=max_o,
-                            mantissa_bits=MANTISSA_BITS[bufs_c.dtype])
-            bounds[draw.values] = b if draw.values not in bounds else bounds[draw.values].merge(b)
+            # max|o| of the original's output (the bounds' ref_o_max): on the device now, read back after the last draw
+            max_o = bufs_o.o_c.float().abs().nan_to_num(0).max() if bufs_o.o_c.numel() else None
+            drafts.append((draw.values, TimedBounds(timed_bound_o(tol_o, rep_o.max_abs_err_o, 0.0, bufs_c.dtype, ulp=False),
+                                                    tol_lse + rep_o.max_abs_err_lse, tol_o, tol_lse,
+                                                    mantissa_bits=MANTISSA_BITS[bufs_c.dtype]), max_o))
             sources.keep(draw.keep, bufs_o, bufs_c)
             if worst is None or stats.max_abs_err_o / max(tol_o, 1e-30) > worst.max_abs_err_o / max(worst.tol_o, 1e-30):
                 worst = stats
         assert worst is not None
-        return worst, bounds
+        return worst, checked_bounds(drafts)  # one transfer for every draw's max|o|
 
     def _time(self, sc: Scenario, bufs_c: Buffers, bufs_o: Buffers, gen: Any, drawer: CallDrawer,
               bounds: dict, sources: SourceStore | None):

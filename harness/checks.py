@@ -7,7 +7,7 @@ names the check that caught it. All functions take torch tensors on any device.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -153,14 +153,7 @@ def timed_sample_values(inputs_same: torch.Tensor, o_c: torch.Tensor, lse_c: tor
     rep = torch.ones((), dtype=torch.bool, device=o_c.device) if repeat_same is None else repeat_same
     o_max = of_o.abs().nan_to_num_(0.0).max() if o_o.numel() else zero
     head = [inputs_same, unwritten, fin_same, d_o, d_l, rc[0], ro[0], rm[0], rc[1], ro[1], rm[1], rc[2], rep, o_max]
-    if any(x.dim() for x in head) or guards_written.dim() != 1:  # not the documented shapes: torch's own errors
-        return torch.cat([torch.stack([x.to(torch.float64) for x in head]), guards_written.to(torch.float64)])
-    # a few launches instead of one conversion per value: the flags stacked, the maxima stacked (promoted to the
-    # widest floating dtype, exact), each converted once; then laid out in TIMED_SAMPLE_FIELDS' order
-    flags = torch.stack([inputs_same, fin_same, rep]).to(torch.float64)
-    maxima = torch.stack(head[3:12] + [o_max]).to(torch.float64)
-    return torch.cat([flags[0:1], unwritten.to(torch.float64).reshape(1), flags[1:2], maxima[:9], flags[2:3],
-                      maxima[9:], guards_written.to(torch.float64)])
+    return torch.cat([torch.stack([x.to(torch.float64) for x in head]), guards_written.to(torch.float64)])
 
 
 @dataclass(frozen=True)
@@ -231,6 +224,51 @@ def judge_timed_sample(values: list[float], n: int, tol: TimedBounds, guard_name
     return None
 
 
+def checked_call_values(inputs_same: torch.Tensor, o_c: torch.Tensor, lse_c: torch.Tensor,
+                        guards_written: torch.Tensor) -> torch.Tensor:
+    """The checks of a checked draw's candidate call that come before the original runs, as one int64 vector on
+    the device (read back with one transfer; no host synchronization here): inputs unchanged (1/0), elements of
+    o and lse still holding poison, then ``guards_written``. Judged by :func:`judge_checked_call`.
+
+    Args:
+        inputs_same: 0-d bool, q, k and v (their whole regions) bit-equal to the pristine copy.
+        o_c, lse_c: the candidate's output ``[b, sq, hq, d]`` (bf16/fp16) and lse ``[b, hq, sq]`` fp32.
+        guards_written: int64 ``[num_guards]`` (harness.buffers.Buffers.guards_written).
+    """
+    head = torch.stack([inputs_same.to(torch.int64), poison_count_t(o_c) + poison_count_t(lse_c)])
+    return torch.cat([head, guards_written.to(torch.int64)])
+
+
+def judge_checked_call(values: list[int], guard_names: list[str], where: str) -> tuple[str, str, str] | None:
+    """None when a checked draw's candidate call passes, else ``(failure_kind, check, message)`` of the first
+    failed check, in the order: input_integrity, guard_bands (the first written guard), poisoned_output.
+    ``values``: :func:`checked_call_values` read back (``.tolist()``); ``where``: the draw, for the message."""
+    inputs_same, unwritten = values[:2]
+    if not inputs_same:
+        return "inputs_modified", "input_integrity", f"q, k or v changed during the call {where}"
+    broken = first_written_guard(values[2:], guard_names)
+    if broken:
+        return "out_of_bounds_write", "guard_bands", f"out-of-bounds write: {broken} {where}"
+    if unwritten:
+        return ("unwritten_output", "poisoned_output",
+                f"{int(unwritten)} elements of o/lse were never written (poison left) {where}")
+    return None
+
+
+def checked_bounds(drafts: list[tuple[str, TimedBounds, torch.Tensor | None]]) -> dict[str, TimedBounds]:
+    """The timed bounds per value key from the passed checked draws, in draw order: each draw's ``(value key,
+    bounds, max|o| of the original's output)``, the maximum a 0-d fp32 tensor (None: an empty output, 0.0) that
+    becomes the bounds' ``ref_o_max``; the bounds of one key merged (:meth:`TimedBounds.merge`). Every maximum
+    comes back with one device-to-host transfer (none without a tensor)."""
+    maxima = [m for _, _, m in drafts if m is not None]
+    read = iter(torch.stack(maxima).tolist() if maxima else [])  # exact: fp32 values as Python floats
+    bounds: dict[str, TimedBounds] = {}
+    for key, draft, m in drafts:
+        b = replace(draft, ref_o_max=0.0 if m is None else next(read))
+        bounds[key] = b if key not in bounds else bounds[key].merge(b)
+    return bounds
+
+
 @dataclass
 class ErrorReport:
     """Errors of one output against the fp32 reference. ``lse_inf_mismatch`` counts rows where exactly
@@ -281,7 +319,7 @@ def tolerances(orig: ErrorReport, o_ref: torch.Tensor, lse_ref: torch.Tensor) ->
     zero = o_ref.new_zeros(()) if not (o_ref.numel() and lse_ref.numel()) else None
     max_o = o_ref.abs().max() if o_ref.numel() else zero
     max_l = torch.where(torch.isfinite(lse_ref), lse_ref.abs(), 0.0).max() if lse_ref.numel() else zero
-    m_o, m_l = torch.stack([max_o, max_l]).to(torch.float64).tolist()  # exact: fp32 values, one transfer
+    m_o, m_l = torch.stack([max_o.to(torch.float64), max_l.to(torch.float64)]).tolist()  # exact, one transfer
     scale_o, scale_lse = max(1.0, m_o), max(1.0, m_l)  # max(1.0, nan) is 1.0, as before
     return 2 * orig.max_abs_err_o + FLOOR_O * scale_o, 2 * orig.max_abs_err_lse + FLOOR_LSE * scale_lse
 

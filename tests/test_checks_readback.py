@@ -21,6 +21,7 @@ from harness.checks import (
     POISON_BITS,
     TIMED_SAMPLE_FIELDS,
     ErrorReport,
+    RowSample,
     error_report,
     poison_,
     row_errors_t,
@@ -325,3 +326,56 @@ def test_guards_and_sample_checks_never_read_back(monkeypatch: pytest.MonkeyPatc
                                bufs.guards_written(), rows, rows, torch.ones(2), torch.tensor(True))
     assert calls == []
     assert vals.tolist()[len(TIMED_SAMPLE_FIELDS):] == [0.0] * len(bufs.guard_names)
+
+
+def test_row_errors_flag_each_disagreement_on_the_rows_that_see_no_key() -> None:
+    """row_errors_t's third value counts the sampled rows whose lse is NaN, -inf, or +inf where the reference's is
+    not (and finite where the reference's is +inf): here one of each kind, on a row the reference says sees no key
+    (+inf) and on rows it says see keys."""
+    o = torch.zeros(1, 4, 1, 2, dtype=torch.bfloat16)
+    lse = torch.tensor([[[-INF, INF, NAN, 0.5]]])  # [b, hq, sq]
+    s = RowSample(torch.tensor([0]), torch.tensor([0]), torch.tensor([[0, 1, 2, 3]]))
+    lse_ref = torch.tensor([[INF, 0.5, 0.5, 0.5]])  # row 0 sees no key
+    got = row_errors_t(o, lse, s, torch.zeros(1, 4, 2), lse_ref)
+    assert got[2].item() == 3.0  # -inf where ref is +inf, +inf where ref is finite, NaN; row 3 agrees
+    lse[0, 0, 0] = INF  # row 0 now agrees
+    assert row_errors_t(o, lse, s, torch.zeros(1, 4, 2), lse_ref)[2].item() == 2.0
+
+
+def test_tolerances_scale_the_lse_floor_by_the_finite_reference_only() -> None:
+    """The lse floor's scale is max(1, max |lse_ref|) over its finite elements: -inf, +inf and NaN are left out."""
+    o_ref = torch.tensor([0.5, -3.0])
+    lse_ref = torch.tensor([-INF, INF, NAN, -7.0, 2.0])
+    tol_o, tol_lse = tolerances(ErrorReport(0.01, 0.001, 0.0, 0, 0), o_ref, lse_ref)
+    assert tol_o == 2 * 0.01 + FLOOR_O * 3.0
+    assert tol_lse == 2 * 0.001 + FLOOR_LSE * 7.0
+    _, only_inf = tolerances(ErrorReport(0.0, 0.0, 0.0, 0, 0), o_ref, torch.tensor([INF, -INF, NAN]))
+    assert only_inf == FLOOR_LSE * 1.0
+
+
+def test_timed_sample_values_keep_integer_counts_exact() -> None:
+    """Every value is converted to float64 on its own, so an integer row statistic above 2^24 stays exact."""
+    o, lse = torch.zeros(1, 2, 1, 4, dtype=torch.bfloat16), torch.zeros(1, 1, 2)
+    rows = torch.tensor([16_777_217, 0, 0])
+    vals = timed_sample_values(torch.tensor(True), o, lse, o.clone(), lse.clone(), torch.tensor([0]), rows, rows,
+                               torch.ones(2))
+    assert vals[TIMED_SAMPLE_FIELDS.index("row_err_o")].item() == 16_777_217.0
+    assert vals[TIMED_SAMPLE_FIELDS.index("row_err_o_orig")].item() == 16_777_217.0
+
+
+def test_view_of_maps_exactly_the_views_inside_their_region() -> None:
+    """harness.buffers._view_of: the region's mask at a view's elements for a view inside the region at any offset
+    and strides; None for a view of another dtype, another storage, or one that runs past the region."""
+    from harness.buffers import _view_of
+
+    region = torch.arange(64, dtype=torch.float32)
+    mask = region.remainder(3) == 0  # any per-element mask of the region
+    for offset, shape, stride in ((0, (4, 4), (4, 1)), (5, (3, 2), (7, 2)), (10, (2, 3, 2), (20, 1, 5)), (63, (1,), (1,)),
+                                  (8, (4,), (0,))):
+        view = region.as_strided(shape, stride, offset)
+        got = _view_of(mask, region, view)
+        assert got is not None and got.shape == view.shape
+        assert got.tolist() == (view.remainder(3) == 0).tolist()
+    assert _view_of(mask, region, region.view(torch.int32)[2:6]) is None  # another dtype
+    assert _view_of(mask, region, torch.arange(64, dtype=torch.float32)[:4]) is None  # another storage
+    assert _view_of(mask, region[:32], region.as_strided((4,), (10,), 5)) is None  # past the region's end
