@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from harness.scenarios import keys_seen
+
 #: Units in the last place of the dtype by which o may leave [min v, max v] of its visible keys.
 HULL_ULPS = 3
 _MANTISSA = {torch.bfloat16: 7, torch.float16: 10}
@@ -45,15 +47,10 @@ def _where(idx: torch.Tensor, shape: tuple[int, ...]) -> str:
     return f"o[batch {b}, row {i}, head {h}, dim {c}]"
 
 
-def _visible(i: int, sq: int, sk: int, causal: bool) -> int:
-    """Keys query row ``i`` sees: :func:`visible_keys` ``[i]`` computed on the host (no tensor)."""
-    return min(max(i + sk - sq + 1, 0), sk) if causal else sk
-
-
 def _rows_seeing_at_most(keys: int, sq: int, sk: int, causal: bool) -> int:
     """How many query rows see at most ``keys`` keys. The keys a row sees never decrease with the row (constant,
     or a clamped rising line), so those rows are rows ``0 ..`` that count minus one."""
-    return bisect.bisect_right(range(sq), keys, key=lambda i: _visible(i, sq, sk, causal))
+    return bisect.bisect_right(range(sq), keys, key=lambda i: keys_seen(i, sq, sk, causal))
 
 
 def _first(bad: torch.Tensor) -> tuple[int, torch.Tensor]:
@@ -94,7 +91,7 @@ def exactness_failure(o: torch.Tensor, v: torch.Tensor, *, causal: bool) -> str 
     if e0 < sq:  # some row sees a key
         seen = n != 0
         idx = (n - 1).clamp(min=0)
-        if _visible(0, sq, sk, causal) == sk:  # every row sees every key (the fewest are row 0's)
+        if keys_seen(0, sq, sk, causal) == sk:  # every row sees every key (the fewest are row 0's)
             hi = vf.amax(dim=1, keepdim=True)[:, :, heads]  # [b, 1, hq, d]
             lo = vf.amin(dim=1, keepdim=True)[:, :, heads]
         else:

@@ -20,6 +20,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import InputError
+
+
+def keys_seen(i: int, seqlen_q: int, seqlen_k: int, causal: bool) -> int:
+    """Keys query row ``i`` sees: all ``seqlen_k``, or bottom-right causal
+    ``min(seqlen_k, max(0, i + seqlen_k - seqlen_q + 1))``. Never decreases with ``i``."""
+    if not causal:
+        return seqlen_k
+    return min(seqlen_k, max(0, i + seqlen_k - seqlen_q + 1))
 from harness.inputs import DIST_NAMES, InputsSpec
 from harness.layouts import LayoutSpec
 from harness.suite_file import SuiteText, describe_error, not_utf8_text, suggest
@@ -100,10 +108,8 @@ class Scenario(BaseModel):
         return self.softmax_scale if self.softmax_scale is not None else 1.0 / math.sqrt(self.head_dim)
 
     def visible_keys(self, i: int) -> int:
-        """Keys query row ``i`` sees (bottom-right causal: ``min(seqlen_k, max(0, i + seqlen_k - seqlen_q + 1))``)."""
-        if not self.causal:
-            return self.seqlen_k
-        return min(self.seqlen_k, max(0, i + self.seqlen_k - self.seqlen_q + 1))
+        """Keys query row ``i`` sees (:func:`keys_seen`)."""
+        return keys_seen(i, self.seqlen_q, self.seqlen_k, self.causal)
 
     @property
     def visible_pairs(self) -> int:

@@ -25,9 +25,9 @@ from harness.checks import (
     judge_checked_call,
     poison_,
 )
-from harness.exactness import HULL_ULPS, _rows_seeing_at_most, _visible, exactness_failure, visible_keys
+from harness.exactness import HULL_ULPS, _rows_seeing_at_most, exactness_failure, visible_keys
 from harness.reference import attention_reference
-from harness.scenarios import Scenario
+from harness.scenarios import Scenario, keys_seen
 from tests.checker_support import honest, make_runner, run_scenario
 
 BF, FP = torch.bfloat16, torch.float16
@@ -252,7 +252,7 @@ def test_rows_seeing_at_most_count_the_rows_of_visible_keys() -> None:
         for sk in range(12):
             for causal in (False, True):
                 n = visible_keys(sq, sk, causal, "cpu").tolist()
-                assert [_visible(i, sq, sk, causal) for i in range(sq)] == n
+                assert [keys_seen(i, sq, sk, causal) for i in range(sq)] == n
                 assert n == [_keys_seen(i, sq, sk, causal) for i in range(sq)]
                 for keys in (0, 1, 2):
                     count = _rows_seeing_at_most(keys, sq, sk, causal)
