@@ -2686,17 +2686,12 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #pragma unroll
             for (int c = 0; c < NC; ++c) {
                 const int k = ATTN_WS_ILP ? (c & 1) : 0;
-                if (ATTN_WS_EMU > 0 && c % (ATTN_WS_EMU > 0 ? ATTN_WS_EMU : 1) == ATTN_WS_EMU - 1) {  // resolved at compile time (unrolled)
-                    s[4 * c] = emu_exp2(s[4 * c] * sl2 - ms[0]);
-                    s[4 * c + 1] = emu_exp2(s[4 * c + 1] * sl2 - ms[0]);
-                    s[4 * c + 2] = emu_exp2(s[4 * c + 2] * sl2 - ms[1]);
-                    s[4 * c + 3] = emu_exp2(s[4 * c + 3] * sl2 - ms[1]);
-                } else {
-                    s[4 * c] = fast_exp2(s[4 * c] * sl2 - ms[0]);
-                    s[4 * c + 1] = fast_exp2(s[4 * c + 1] * sl2 - ms[0]);
-                    s[4 * c + 2] = fast_exp2(s[4 * c + 2] * sl2 - ms[1]);
-                    s[4 * c + 3] = fast_exp2(s[4 * c + 3] * sl2 - ms[1]);
-                }
+                const bool emu = ATTN_WS_EMU > 0 && c % (ATTN_WS_EMU > 0 ? ATTN_WS_EMU : 1) == ATTN_WS_EMU - 1;  // compile time (unrolled)
+                auto ex2 = [emu](float x) { return emu ? emu_exp2(x) : fast_exp2(x); };
+                s[4 * c] = ex2(s[4 * c] * sl2 - ms[0]);
+                s[4 * c + 1] = ex2(s[4 * c + 1] * sl2 - ms[0]);
+                s[4 * c + 2] = ex2(s[4 * c + 2] * sl2 - ms[1]);
+                s[4 * c + 3] = ex2(s[4 * c + 3] * sl2 - ms[1]);
                 sum[0][k] += s[4 * c] + s[4 * c + 1];
                 sum[1][k] += s[4 * c + 2] + s[4 * c + 3];
             }
