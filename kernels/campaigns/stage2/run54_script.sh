@@ -1,32 +1,18 @@
 #!/bin/bash
 # session 13, call 3 (run 54): ATTN_WS_RMID (O rescaled in the S GEMM's shadow) against v18 (base), libraries
-# prebuilt on the CPU box (.prebuilt, carried); checks one process each; one bench with FA3 on d64/128/192/256; the
+# prebuilt on the CPU box (.prebuilt, carried); scripts/kernel_dev.sh checks and benches them with FA3; the
 # winner (pick_variant: >= 1.5 % over s >= 2048, no class below 0.985) made default and full verified (recorded).
 set -u
-git checkout -q HEAD -- harness/ && git status --short | head -5  # the device copy: the committed harness (a helper edits it here)
 export OUT=${OUT:-$PWD/gpu-out}; mkdir -p $OUT/x
 export ATTNQ_STATE=$PWD/.campaign ATTNQ_GOAL_ANCHOR=fa3 PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-. scripts/gpu_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/x/info.txt
 git log --oneline -1 | tee -a $OUT/x/info.txt
-LIBS=$PWD/.prebuilt; V="base rmid rmidpin"
-ls -la $LIBS | tee -a $OUT/x/info.txt
-for n in $V; do
-  timeout 150 python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant $n= --prebuilt $LIBS --check-only > /tmp/c_$n.log 2>&1 &
-done
-wait
-ok=()
-for n in $V; do
-  grep -q "check: OK" /tmp/c_$n.log && ok+=(--variant $n=)
-  echo "$n $(grep -h 'check:' /tmp/c_$n.log | head -1)" | tee -a $OUT/x/checks.txt
-  grep -h "^   " /tmp/c_$n.log | head -8 >> $OUT/x/checks.txt
-  tail -3 /tmp/c_$n.log >> $OUT/x/checks.txt
-done
-echo "checked t=$(el)"
-timeout 240 python3 scripts/kernel_bench.py kernels/attn_fast.cu "${ok[@]}" --prebuilt $LIBS --no-check --dims 64,96,128,192,256 \
-  --json $OUT/x/bench.json > $OUT/x/bench.log 2>&1
-tail -6 $OUT/x/bench.log; echo "bench t=$(el)"
+# checks (one process each) and the bench with FA3: scripts/kernel_dev.sh on the carried libraries
+OUT=$OUT/x PREBUILT=$PWD/.prebuilt VARIANTS="base=;rmid=;rmidpin=" DIMS=64,96,128,192,256 BENCH_TIMEOUT=240 \
+  bash scripts/kernel_dev.sh > $OUT/x/kernel_dev.log 2>&1
+tail -8 $OUT/x/kernel_dev.log; echo "bench t=$(el)"
+. scripts/gpu_env.sh
 python3 scripts/pick_variant.py $OUT/x/bench.json --min-seqlen 2048 --class-floor 0.985 --min-gain 0.015 > $OUT/x/decide.txt 2>&1
 cat $OUT/x/decide.txt
 best=$(tail -1 $OUT/x/decide.txt)
