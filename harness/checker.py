@@ -31,7 +31,6 @@ the host-path cover (harness/host_cover.py; the kernels get it from their launch
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Any
 
@@ -56,7 +55,16 @@ from harness.endpoints import (
 )
 from harness.host_cover import host_cover_cycles
 from harness.repeats import SourceStore
-from harness.scenarios import Scenario
+from harness.scenarios import Scenario, no_key_rows
+from harness.timed_samples import (
+    MIN_TIMED_LAYOUT_SAMPLES,
+    UNCOUNTED,
+    WALL_MORE,
+    OriginalPlan,
+    count_counted,
+    timed_selection,
+    timing_stats,
+)
 from harness.timing_escape import append_timing_log, escape_evidence, judge_escape
 from harness.verdict import ErrorStats, PhaseTimes, ScenarioResult, TimingStats
 
@@ -309,11 +317,12 @@ class Runner:
         bufs_c.prepare_outputs(), bufs_o.prepare_outputs()
 
     def _timed_pair(self, draw: CallDraw, n: int, p_c: Any, p_o: Any, bufs_c: Buffers, bufs_o: Buffers,
-                    tail: bool) -> tuple[CallResult, CallResult, Any, bool]:
+                    tail: bool) -> tuple[CallResult, CallResult | None, Any, bool]:
         """Sample ``n``'s two timed calls, each after the checker's flush and a synchronize (nothing of the
         checker's runs beside a timed call), the candidate's first unless ``job.diag_order`` says otherwise;
         the candidate's inputs are compared (on the device) right after its call. ``tail``: the launchers
-        report the device tail (harness/timing_escape.py). Returns ``(candidate's result, original's result,
+        report the device tail (harness/timing_escape.py). ``p_o`` None: the original does not run in this
+        sample (harness.timed_samples.OriginalPlan). Returns ``(candidate's result, original's result or None,
         inputs-same tensor, whether the original went first)``."""
         order = self.job.diag_order
         orig_first = order == "original_first" or (order == "alternate" and n % 2 == 1)
@@ -322,9 +331,9 @@ class Runner:
             if who == "candidate":
                 rc = self._cand_call(draw, p_c, tail)
                 same = self._inputs_same_t(bufs_c, bufs_o)  # (default order) compared before the original runs
-            else:
+            elif p_o is not None:
                 ro = self._flushed_call(self.orig, p_o, tail, "original")
-        assert rc is not None and ro is not None
+        assert rc is not None
         return rc, ro, same, orig_first
 
     def _flushed_call(self, endpoint: KernelEndpoint, params: Any, tail: bool, who: str) -> CallResult:
@@ -455,6 +464,8 @@ class Runner:
         cap = max(job.max_samples, drawer.samples_needed + reps)  # past it only for the first 3 calls counted
 
         more_to = 0  # WALL_MORE: fresh calls are taken up to this n (once) when only the wall clock convicts
+        plan = OriginalPlan(job.original_sparse_ms)
+        no_key = no_key_rows(sc)
 
         def escape_args(sel: list[int]) -> list[list[float] | None]:
             """The escape check's sample lists over the samples ``sel`` (the device tails only under ``tail``)."""
@@ -466,7 +477,7 @@ class Runner:
             below the cap with the repeats still to come and a floor, a scheduled call or the budget not met;
             or, once, :data:`WALL_MORE` more when the samples so far would convict on the wall clock alone."""
             nonlocal more_to
-            counted = _counted(lay, counts, keep)
+            counted = count_counted(lay, counts, keep)
             if counted < MIN_TIMED_LAYOUT_SAMPLES or n < more_to or (n + reps < cap and (
                     n + reps < job.min_samples or drawer.pending(n) or counted < min_keep
                     or (time.perf_counter() - t_loop) * 1e3 < job.budget_ms)):
@@ -490,8 +501,12 @@ class Runner:
             if draw.repeat is not None and sources is not None:
                 values, expect = sources.replay(sc, draw)
             self._prepare(bufs_c, bufs_o, draw, gen, values)
-            p_c, p_o = self._params(bufs_c, sc), self._params(bufs_o, sc)
+            whole_wanted = drawer.full.wanted(draw)  # drawn before the calls: nothing the kernel sees tells it
+            with_o = plan.runs(draw.layout, draw.counted, keep, whole_wanted)
+            p_c, p_o = self._params(bufs_c, sc), self._params(bufs_o, sc) if with_o else None
             rc, ro, inputs_same, orig_first = self._timed_pair(draw, n, p_c, p_o, bufs_c, bufs_o, tail)
+            if ro is not None:
+                plan.ran(ro.event_ms)
             for name, times in t_a.items():
                 fn = anchors.runner(name, bufs_o, draw.layout)
                 if fn is not None:
@@ -508,15 +523,17 @@ class Runner:
             repeat_same = None
             if expect is not None:
                 repeat_same = torch.stack([bits_equal_t(bufs_c.o_c, expect[0]), bits_equal_t(bufs_c.lse_c, expect[1])]).all()
-            vals = timed_sample_values(inputs_same, bufs_c.o_c, bufs_c.lse_c, bufs_o.o_c, bufs_o.lse_c,
-                                       bufs_c.guards_written(), row_errors_t(bufs_c.o_c, bufs_c.lse_c, rows, o_ref, lse_ref),
-                                       row_errors_t(bufs_o.o_c, bufs_o.lse_c, rows, o_ref, lse_ref), ref_max, repeat_same)
+            outs_o = (bufs_o.o_c, bufs_o.lse_c) if ro is not None else (None, None)
+            vals = timed_sample_values(inputs_same, bufs_c.o_c, bufs_c.lse_c, *outs_o, bufs_c.guards_written(),
+                                       row_errors_t(bufs_c.o_c, bufs_c.lse_c, rows, o_ref, lse_ref),
+                                       row_errors_t(*outs_o, rows, o_ref, lse_ref) if ro is not None else None,
+                                       ref_max, repeat_same, no_key_rows=no_key)
             if sources is not None:  # a source slot takes this call (before anything else runs)
                 sources.keep(draw.keep, bufs_o, bufs_c)
             source = None if draw.source is None else drawer.name(draw.source)
             bound = bounds[draw.values]
             bad = judge_timed_sample(vals.tolist(), n, bound, bufs_c.guard_names, repeat_of=source)  # one transfer
-            if not bad and drawer.full.wanted(draw):  # a secret subset: the checked draws' rule, whole output
+            if not bad and whole_wanted:  # a secret subset: the checked draws' rule, whole output
                 whole = whole_check(sc, bufs_c, bufs_o, at_least=(bound.tol_o, bound.tol_lse)).failure(bufs_c.dtype)
                 if whole:
                     bad = ("timed_output_wrong", "timed_output", (f"timed call {n}, whole output against the fp32 "
@@ -524,16 +541,18 @@ class Runner:
             self.phases.reference_s = round(self.phases.reference_s + time.perf_counter() - t_ref, 4)
             if bad:
                 raise Fail(*bad)
-            t_c.append(rc.event_ms), t_o.append(ro.event_ms), w_c.append(rc.wall_ms), w_o.append(ro.wall_ms)
+            nan = float("nan")  # the original's times where it did not run (never in a selection: OriginalPlan)
+            t_c.append(rc.event_ms), w_c.append(rc.wall_ms), tl_c.append(rc.tail_ms or 0.0)
+            t_o.append(ro.event_ms if ro else nan), w_o.append(ro.wall_ms if ro else nan)
+            tl_o.append((ro.tail_ms or 0.0) if ro else nan)
             lay.append(draw.layout), counts.append(draw.counted)
-            tl_c.append(rc.tail_ms or 0.0), tl_o.append(ro.tail_ms or 0.0)
             if log is not None:
                 log.append({"n": n, "process": draw.process if self.cand_b is not None else 0, "orig_first": orig_first,
                             "repeat": draw.repeat is not None, "repeat_of": source, "counted": draw.counted,
                             "layout": draw.layout, "e_c": rc.event_ms,
-                            "e_o": ro.event_ms, "w_c": rc.wall_ms, "w_o": ro.wall_ms, "tail_c": rc.tail_ms,
-                            "tail_o": ro.tail_ms})
-            gpu_ms += rc.event_ms + ro.event_ms
+                            "e_o": ro and ro.event_ms, "w_c": rc.wall_ms, "w_o": ro and ro.wall_ms,
+                            "tail_c": rc.tail_ms, "tail_o": ro and ro.tail_ms})
+            gpu_ms += rc.event_ms + (ro.event_ms if ro else 0.0)
             self.phases.timed_gpu_s = round(gpu_ms / 1e3, 4)
             n += 1
         mode = job.stream_escape_check
@@ -548,45 +567,7 @@ class Runner:
         anchor_stats: dict[str, TimingStats | None] = {}
         for k, times in t_a.items():  # an anchor time's layout is UNCOUNTED on a repeat or a declared call
             a_sel, a_label = timed_selection(lay_a[k], [x != UNCOUNTED for x in lay_a[k]], keep)
-            anchor_stats[k] = _stats([times[i] for i in a_sel], a_label) if times else None
-        c_stats = _stats(t_c, label).model_copy(update={"resampled": more_to > 0})
-        return c_stats, _stats(picked[1], label), anchor_stats, escaped
+            anchor_stats[k] = timing_stats([times[i] for i in a_sel], a_label) if times else None
+        c_stats = timing_stats(t_c, label).model_copy(update={"resampled": more_to > 0})
+        return c_stats, timing_stats(picked[1], label), anchor_stats, escaped
 
-
-#: Fewest samples of the timed layout a median is taken over; with fewer, every counted sample counts.
-MIN_TIMED_LAYOUT_SAMPLES = 3
-#: When the samples would convict on the host wall clock alone (harness.timing_escape.escape_evidence), the
-#: loop takes this many times its fresh calls more (at least ``min_samples`` each, at most the cap) before it judges, once: a
-#: wake-up burst in 3 of 5 samples convicted an honest 7 us kernel in run 42 (2026-12-06, H100); work that
-#: outlives the end event does so on every call and stays convicted.
-WALL_MORE = 2
-#: An anchor time's layout label on a sample that is never counted (a repeat or a declared call).
-UNCOUNTED = "uncounted"
-
-
-def timed_selection(layouts: list[str], counted: list[bool], keep: str | None) -> tuple[list[int], str | None]:
-    """Indices of the samples a time (and the stream_timing check) is over, and their layout label: the
-    counted samples (CallDraw.counted: no determinism repeat, whose values a cache can replay without the
-    work, no call on a scenario's declared values, which can give the answer away) whose layout is ``keep``
-    (every layout when None) when there are at least :data:`MIN_TIMED_LAYOUT_SAMPLES` of them; else every
-    counted sample (label None); else every sample."""
-    sel = [i for i, (lay, f) in enumerate(zip(layouts, counted, strict=True)) if _counts(lay, f, keep)]
-    if len(sel) >= MIN_TIMED_LAYOUT_SAMPLES:
-        return sel, keep
-    return [i for i, f in enumerate(counted) if f] or list(range(len(layouts))), None
-
-
-def _counts(layout: str, counted: bool, keep: str | None) -> bool:
-    """A sample counts in a time: counted (no repeat, no declared call) and of layout ``keep`` (any when None)."""
-    return counted and (keep is None or layout == keep)
-
-
-def _counted(layouts: list[str], counted: list[bool], keep: str | None) -> int:
-    """Samples that count (:func:`_counts`): what the timing loop's floor counts."""
-    return sum(_counts(lay, f, keep) for lay, f in zip(layouts, counted, strict=True))
-
-
-def _stats(times: list[float], label: str | None = None) -> TimingStats:
-    """Median and IQR of ``times`` (ms; the samples :func:`timed_selection` chose), ``label`` their layout."""
-    qs = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
-    return TimingStats(median_ms=statistics.median(times), iqr_ms=qs[2] - qs[0], samples=len(times), layout=label)

@@ -125,14 +125,17 @@ def row_errors_t(o: torch.Tensor, lse: torch.Tensor, s: RowSample, o_ref: torch.
 def timed_sample_values(inputs_same: torch.Tensor, o_c: torch.Tensor, lse_c: torch.Tensor, o_o: torch.Tensor,
                         lse_o: torch.Tensor, guards_written: torch.Tensor, rows_c: torch.Tensor | None = None,
                         rows_o: torch.Tensor | None = None, ref_max: torch.Tensor | None = None,
-                        repeat_same: torch.Tensor | None = None) -> torch.Tensor:
+                        repeat_same: torch.Tensor | None = None, *, no_key_rows: int = 0) -> torch.Tensor:
     """Every per-sample check of the timing loop as one float64 vector on the device (read back with one
     transfer), in the layout of ``TIMED_SAMPLE_FIELDS`` followed by ``guards_written``.
 
     Args:
         inputs_same: 0-d bool, q, k and v bit-equal to the pristine copy the original ran on.
         o_c, lse_c: the candidate's output ``[b, sq, hq, d]`` (bf16/fp16) and lse ``[b, hq, sq]`` fp32.
-        o_o, lse_o: the original's, on the same inputs.
+        o_o, lse_o: the original's, on the same inputs; both None where the original did not run in the sample
+            (harness.timed_samples.OriginalPlan): then ``d_o``, ``d_lse`` and ``o_max`` are 0 and ``fin_same``
+            holds when lse is +inf exactly on the first ``no_key_rows`` query rows (harness.scenarios.no_key_rows),
+            which is where a correct original's is.
         guards_written: int64 ``[num_guards]`` (harness.buffers.Buffers.guards_written).
         rows_c, rows_o: :func:`row_errors_t` of the candidate and of the original (zeros when None).
         ref_max: ``[max|ref o|, max|ref lse| over finite rows]`` on the sampled rows.
@@ -141,17 +144,23 @@ def timed_sample_values(inputs_same: torch.Tensor, o_c: torch.Tensor, lse_c: tor
     difference as +inf; ``d_lse`` is 0 when no row is finite. Values are exact: counts < 2^53, maxima fp32.
     """
     unwritten = poison_count_t(o_c) + poison_count_t(lse_c)
-    fin_same = torch.where(torch.isposinf(lse_o), torch.isposinf(lse_c), torch.isfinite(lse_c)).all()
-    zero = o_c.new_zeros((), dtype=torch.float32) if not (o_c.numel() and lse_c.numel() and o_o.numel()) else None
-    of_o = o_o.float()  # shared by d_o and o_max (neither modifies it)
-    d_o = torch.sub(o_c.float(), of_o).abs_().nan_to_num_(float("inf")).max() if o_c.numel() else zero
-    d_l = torch.where(torch.isfinite(lse_o), (lse_c - lse_o).abs(), 0.0).max() if lse_c.numel() else zero
+    if o_o is None or lse_o is None:
+        zero = o_c.new_zeros((), dtype=torch.float32)
+        fin_same = torch.stack([torch.isposinf(lse_c[..., :no_key_rows]).all(),
+                                torch.isfinite(lse_c[..., no_key_rows:]).all()]).all()
+        d_o = d_l = o_max = zero
+    else:
+        fin_same = torch.where(torch.isposinf(lse_o), torch.isposinf(lse_c), torch.isfinite(lse_c)).all()
+        zero = o_c.new_zeros((), dtype=torch.float32) if not (o_c.numel() and lse_c.numel() and o_o.numel()) else None
+        of_o = o_o.float()  # shared by d_o and o_max (neither modifies it)
+        d_o = torch.sub(o_c.float(), of_o).abs_().nan_to_num_(float("inf")).max() if o_c.numel() else zero
+        d_l = torch.where(torch.isfinite(lse_o), (lse_c - lse_o).abs(), 0.0).max() if lse_c.numel() else zero
+        o_max = of_o.abs().nan_to_num_(0.0).max() if o_o.numel() else zero
     z3 = torch.zeros(3, dtype=torch.float32, device=o_c.device) if rows_c is None or rows_o is None else None
     rc = z3 if rows_c is None else rows_c
     ro = z3 if rows_o is None else rows_o
     rm = torch.zeros(2, dtype=torch.float32, device=o_c.device) if ref_max is None else ref_max
     rep = torch.ones((), dtype=torch.bool, device=o_c.device) if repeat_same is None else repeat_same
-    o_max = of_o.abs().nan_to_num_(0.0).max() if o_o.numel() else zero
     head = [inputs_same, unwritten, fin_same, d_o, d_l, rc[0], ro[0], rm[0], rc[1], ro[1], rm[1], rc[2], rep, o_max]
     return torch.cat([torch.stack([x.to(torch.float64) for x in head]), guards_written.to(torch.float64)])
 
@@ -205,7 +214,7 @@ def judge_timed_sample(values: list[float], n: int, tol: TimedBounds, guard_name
         return "out_of_bounds_write", "guard_bands", f"timed call {n}: out-of-bounds write: {broken}"
     if not fin_same or r_bad:
         return ("timed_output_wrong", "timed_output",
-                f"timed call {n}: lse is not +inf on exactly the original's rows (or holds NaN/-inf)")
+                f"timed call {n}: lse is not +inf on exactly the rows that see no key (or holds NaN/-inf)")
     bound_o = tol.bound_o(o_max)
     if not (d_o <= bound_o and d_l <= tol.bound_lse):  # written so that a NaN fails
         return ("timed_output_wrong", "timed_output",

@@ -28,6 +28,20 @@ def keys_seen(i: int, seqlen_q: int, seqlen_k: int, causal: bool) -> int:
     if not causal:
         return seqlen_k
     return min(seqlen_k, max(0, i + seqlen_k - seqlen_q + 1))
+
+
+def no_key_rows(sc: Scenario) -> int:
+    """How many query rows of ``sc`` see no key (their lse is +inf, their o 0: kernels/attn_abi.h). They are
+    the first rows, since :func:`keys_seen` never decreases with the row: ``seqlen_q - seqlen_k`` when causal
+    with ``seqlen_q > seqlen_k`` (bottom-right aligned), else none."""
+    lo, hi = 0, sc.seqlen_q  # binary search for the first row that sees a key
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if keys_seen(mid, sc.seqlen_q, sc.seqlen_k, sc.causal) == 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 from harness.inputs import DIST_NAMES, InputsSpec
 from harness.layouts import LayoutSpec
 from harness.suite_file import SuiteText, describe_error, not_utf8_text, suggest

@@ -45,6 +45,7 @@ from harness.sanitize import (
     to_sanitize,
 )
 from harness.scenarios import Scenario, load_suite, suite_choices_text
+from harness.timed_samples import ORIGINAL_SPARSE_MS
 from harness.verdict import CHECKS, Flag, Goal, ScenarioResult, Verdict, geomean
 from harness.worker import WorkerJob
 
@@ -89,6 +90,10 @@ class VerifyOptions(BaseModel):
                              description="host wall time of a scenario's timing loop (whole samples: input fills, "
                                          "checks, flushes, the timed calls, anchors) after which sampling stops, "
                                          "once min_samples are taken")
+    original_sparse_ms: float = Field(default=ORIGINAL_SPARSE_MS, ge=0, description="once the original's timed "
+                                      "call takes this long (ms), it runs only in the timed samples whose output or "
+                                      "time is used: the timed layout's counted calls and the calls checked whole "
+                                      "(harness.timed_samples.OriginalPlan); 0: in every sample")
 
 
 class VerifyProgress(BaseModel):
@@ -418,6 +423,7 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
                     **settings.timing_fields(),
                     anchors=options.anchors, gpu=options.gpu, min_samples=options.min_samples,
                     max_samples=options.max_samples, budget_ms=options.budget_ms,
+                    original_sparse_ms=options.original_sparse_ms,
                     measure_peak=device_key not in peaks, peak_tflops=peaks.get(device_key))
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     with gpu_lock(options.gpu, options.run_timeout_s, progress), tempfile.TemporaryDirectory(prefix="attnq-verify-") as td:

@@ -99,7 +99,9 @@ SC = Scenario(group="t", batch=2, seqlen_q=24, seqlen_k=24, num_heads_q=4, num_h
 def make_runner(cand: Any, orig: Any = None, *, min_samples: int = 3, max_samples: int = 6, budget_ms: float = 1e9,
                 draws: int = 2, repeats: int = 3, seed: int = 1, **job_fields: Any) -> Runner:
     """A CPU Runner on ``cand`` and (default) an honest original, arenas in plain CPU tensors; ``job_fields``:
-    further harness.worker.WorkerJob fields."""
+    further harness.worker.WorkerJob fields (``original_sparse_ms`` 0 unless given: host-timed kernels would
+    turn harness.timed_samples.OriginalPlan's sparse mode on by their speed)."""
+    job_fields.setdefault("original_sparse_ms", 0.0)  # deterministic: the original in every sample unless asked
     job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[SC], seed=seed, device="cpu", draws=draws,
                     repeats=repeats, min_samples=min_samples, max_samples=max_samples, budget_ms=budget_ms,
                     **job_fields)
@@ -113,6 +115,7 @@ def run_scenario(sc: Scenario, cand: Any, orig: Any = honest, *, draws: int = 2,
     harness.worker.WorkerJob fields (e.g. ``diag_timing_log``)."""
     c = cand if isinstance(cand, PyKernel) else PyKernel(cand)
     o = orig if isinstance(orig, PyKernel) else PyKernel(orig, "original")
+    job_fields.setdefault("original_sparse_ms", 0.0)  # deterministic: the original in every sample unless asked
     job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[sc], seed=seed, device="cpu", draws=draws,
                     repeats=repeats, min_samples=min_samples, max_samples=max_samples, budget_ms=1e9, **job_fields)
     runner = Runner(job, c, o, HostDevice())

@@ -216,7 +216,7 @@ def test_the_whole_output_bound_scales_with_the_timed_outputs_magnitude() -> Non
     (_modifies_inputs, "inputs_modified", "input_integrity", "timed call 0 changed q, k or v"),
     (_skips_lse, "timed_output_wrong", "timed_output", "timed call 0 left o/lse elements unwritten"),
     (_writes_past_lse, "out_of_bounds_write", "guard_bands", "timed call 0: out-of-bounds write: 3 elements written after lse"),
-    (_claims_empty_row, "timed_output_wrong", "timed_output", "timed call 0: lse is not +inf on exactly the original's rows"),
+    (_claims_empty_row, "timed_output_wrong", "timed_output", "timed call 0: lse is not +inf on exactly the rows that see no key"),
     (_nan_lse_row, "timed_output_wrong", "timed_output", "(or holds NaN/-inf)"),
     (_o_off, "timed_output_wrong", "timed_output", "(bound 0.001), max|lse - original| = 0 (bound 0.0001)"),
     (_lse_off, "timed_output_wrong", "timed_output", "max|lse - original| = 0.01 (bound 0.0001)"),
@@ -440,7 +440,7 @@ def test_a_row_that_sees_no_key_must_stay_plus_inf(bad: float) -> None:
     bad_vals = timed_sample_values(torch.tensor(True), o, lse_c, o.clone(), lse_o, none)
     assert judge_timed_sample(ok.tolist(), 0, BOUNDS, []) is None
     kind, check, msg = judge_timed_sample(bad_vals.tolist(), 0, BOUNDS, [])
-    assert (kind, check) == ("timed_output_wrong", "timed_output") and "exactly the original's rows" in msg
+    assert (kind, check) == ("timed_output_wrong", "timed_output") and "exactly the rows that see no key" in msg
 
 
 def test_a_nan_difference_fails_the_bound() -> None:
