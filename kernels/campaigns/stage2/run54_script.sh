@@ -1,5 +1,5 @@
 #!/bin/bash
-# session 13, call 3 (run 54): ATTN_WS_RMID (O rescaled in the S GEMM's shadow) against v18 (base), libraries
+# session 14, call 1 (run 54; written in session 13, the profiled full added after the recorded one): ATTN_WS_RMID (O rescaled in the S GEMM's shadow) against v18 (base), libraries
 # prebuilt on the CPU box (.prebuilt, carried); scripts/kernel_dev.sh checks and benches them with FA3; the
 # winner (pick_variant: >= 1.5 % over s >= 2048, no class below 0.985) made default and full verified (recorded).
 set -u
@@ -28,9 +28,11 @@ if [ "$best" != base ] && [ -n "$best" ] && [ $left -gt 250 ]; then
   echo "full($best) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
   tail -3 $OUT/x/full.err; gzip -f $OUT/x/full_timing.jsonl 2>/dev/null
   tar czf $OUT/campaign.tgz .campaign
-elif [ $left -gt 150 ]; then
-  ATTNQ_DIAG_PROFILE=$OUT/x/full.prof timeout $left python3 -m attnq verify kernels/attn_fast.cu --suite full --no-record --json > $OUT/x/full.json 2> $OUT/x/full.err
-  echo "full(profile, new checker) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
+fi
+left=$(( ${BUDGET:-570} - $(el) - 10 ))
+if [ $left -gt 140 ]; then
+  ATTNQ_DIAG_PROFILE=$OUT/x/full.prof timeout $left python3 -m attnq verify kernels/attn_fast.cu --suite full --no-record --json > $OUT/x/fullp.json 2> $OUT/x/fullp.err
+  echo "full(profile, new checker) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/fullp.json) t=$(el)"
 fi
 left=$(( ${BUDGET:-570} - $(el) - 10 ))
 if [ $left -gt 60 ]; then

@@ -1,0 +1,36 @@
+#!/bin/bash
+# session 14, call 3 (run 55; .run2.sh never ran: no machine; this one is its short form for ~300 s of device time): the d128 non-causal key tile on v18 (BN 176 / 160 / 144 with the TMA O store; libraries
+# prebuilt on the CPU box), the consumers' trace at s512/s1k (the prologue-epilogue-share question), full with the
+# sparse original (7bf9bc1), profiled, not recorded; the adversarial and original GPU tests with what is left.
+# A winner is made default and recorded in the next session.
+set -u
+export OUT=${OUT:-$PWD/gpu-out}; mkdir -p $OUT/x
+export ATTNQ_STATE=$PWD/.campaign ATTNQ_GOAL_ANCHOR=fa3 PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/x/info.txt
+git log --oneline -1 | tee -a $OUT/x/info.txt
+OUT=$OUT/x PREBUILT=$PWD/.prebuilt VARIANTS="base=;bn176=;bn160=;bn144=" DIMS=96,128 BENCH_TIMEOUT=200 \
+  bash scripts/kernel_dev.sh > $OUT/x/kernel_dev.log 2>&1
+tail -6 $OUT/x/kernel_dev.log; echo "bench t=$(el)"
+. scripts/gpu_env.sh
+python3 scripts/pick_variant.py $OUT/x/bench.json --min-seqlen 512 --class-floor 0.985 --min-gain 0.01 > $OUT/x/decide.txt 2>&1
+cat $OUT/x/decide.txt
+best=$(tail -1 $OUT/x/decide.txt)
+for row in d128_n_s512 d128_n_s1024; do
+  timeout 60 python3 scripts/ws_trace.py .prebuilt/tr.so --one $row --skip 0 --json $OUT/x/trace_$row.json > $OUT/x/trace_$row.txt 2>&1
+  echo "trace $row rc=$?"; tail -4 $OUT/x/trace_$row.txt
+done
+echo "trace t=$(el)"
+left=$(( ${BUDGET:-570} - $(el) - 10 ))
+if [ $left -gt 110 ]; then  # the committed checker (7bf9bc1: the original only where used), profiled, not recorded
+  ATTNQ_DIAG_PROFILE=$OUT/x/full.prof timeout $left python3 -m attnq verify kernels/attn_fast.cu --suite full --no-record --json > $OUT/x/fullp.json 2> $OUT/x/fullp.err
+  echo "full(sparse original, profile) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/fullp.json) t=$(el)"
+fi
+left=$(( ${BUDGET:-570} - $(el) - 10 ))
+if [ $left -gt 30 ]; then
+  T="tests/gpu/test_adversarial.py tests/gpu/test_original.py"
+  ATTNQ_FAST_KERNEL=kernels/attn_fast.cu timeout $left python3 -m pytest -v -m gpu $T -p no:cacheprovider > $OUT/x/gpu_tests.log 2>&1
+  echo "gpu tests $T rc=$? $(tail -1 $OUT/x/gpu_tests.log) t=$(el)"
+fi
+tar czf $OUT/x.tgz -C $OUT x && rm -rf $OUT/x
+echo "done t=$(el)"
