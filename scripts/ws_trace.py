@@ -6,6 +6,7 @@ workspace), call it on one FA3-grid row, and summarize the marks:
 
     python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant "tr=-DATTN_WS_TRACE=1" --build-only --keep /tmp/libs
     python3 scripts/ws_trace.py /tmp/libs/tr.so --one d128_n_s8192 --json $OUT/trace.json
+    python3 scripts/ws_trace.py /tmp/libs/tr.so --one d128_n_s512 --skip 0 --bn 128   # + the row tile's ends
 
 Per consumer warpgroup, the median over the steady issue points (the first ``--skip`` of each CTA left out) of, in
 SM cycles: ``turn`` (entry to the ping-pong turn: K's arrival and the other warpgroup's issue), ``issue`` (S and
@@ -67,12 +68,46 @@ def summarize(marks: np.ndarray, skip: int = 8) -> dict:
     return out
 
 
+def tile_boundary(marks: np.ndarray, key_tiles: int) -> dict:
+    """Where a row tile's fixed cost goes, from the marks of a non-causal row whose row tiles all have ``key_tiles``
+    key tiles (``ceil(seqlen_k / BN)``). The kernel traces issue points j = 1 .. key_tiles - 1 of each tile at
+    index ``t * key_tiles + j`` of the CTA (j = 0, the tile's first S, is not traced). Returns, in SM cycles,
+    ``steady`` (median entry-to-entry period inside a tile), ``boundary`` (median from the entry of a tile's last
+    issue point to the entry of the next tile's first one: the last P V, the O store, the next tile's S_0 and its
+    softmax, on top of one steady period), ``tile`` (``(key_tiles - 2) * steady + boundary``) and ``share``
+    (``(boundary - steady) / tile``: what the tile's ends cost beyond a steady issue point); ``n_steady`` and
+    ``n_boundary`` count the periods. Raises ValueError for ``key_tiles`` < 3 or when no period qualifies."""
+    if key_tiles < 3:
+        raise ValueError(f"key_tiles must be at least 3 (a steady issue point inside a tile), got {key_tiles}")
+    m = marks.astype(np.int64)[..., 0]  # [CTAS, WGS, ITS] entries
+    steady: list[int] = []
+    boundary: list[int] = []
+    for e in m.reshape(-1, m.shape[-1]):
+        for g in range(1, e.size - 2):
+            j = g % key_tiles
+            if e[g] == 0 or j == 0:
+                continue
+            if j < key_tiles - 1 and e[g + 1] > 0:
+                steady.append(int(e[g + 1] - e[g]))
+            elif j == key_tiles - 1 and e[g + 2] > 0:
+                boundary.append(int(e[g + 2] - e[g]))
+    if not steady or not boundary:
+        raise ValueError(f"no steady or boundary period with {key_tiles} key tiles per row tile: a causal row, or the "
+                         "wrong key-tile count")
+    st, bd = float(np.median(steady)), float(np.median(boundary))
+    tile = (key_tiles - 2) * st + bd
+    return {"steady": st, "boundary": bd, "tile": tile, "share": (bd - st) / tile, "n_steady": len(steady),
+            "n_boundary": len(boundary)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("lib", type=Path, help="attn_fast built with -DATTN_WS_TRACE=1 (kernel_bench.py --build-only --keep)")
     ap.add_argument("--one", default="d128_n_s8192", help="FA3-grid row d<head_dim>_<c|n>_s<seqlen>")
     ap.add_argument("--skip", type=int, default=8, help="issue points of each CTA left out (warm-up)")
     ap.add_argument("--json", type=Path, help="write the summary and the raw marks here")
+    ap.add_argument("--bn", type=int, help="the kernel's key-tile width for this row: also print the row tile's "
+                    "boundary cost (non-causal rows; tile_boundary)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import kernel_bench as kb  # its Runner and grid tensors (imports torch: here, not for summarize())
@@ -93,6 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     for w, ph in res["wg"].items():
         print(f"  warpgroup {w}: " + " ".join(f"{k} {v:.0f}" for k, v in ph.items()))
     print("  handoff (issue done -> the other's turn): " + " ".join(f"{k} {v:.0f}" for k, v in res["handoff"].items()))
+    if args.bn:
+        if c == "c":
+            raise SystemExit("--bn: causal row tiles have different key-tile counts; use a non-causal row")
+        tb = tile_boundary(raw, -(-int(s[1:]) // args.bn))
+        res["tile_boundary"] = tb
+        print(f"  row tile: steady {tb['steady']:.0f}, boundary {tb['boundary']:.0f}, tile {tb['tile']:.0f} cycles: "
+              f"the ends cost {tb['share']:.1%} of the tile beyond a steady issue point")
     if args.json:
         args.json.write_text(json.dumps({**res, "row": args.one, "marks": raw.tolist()}))
     return 0

@@ -43,3 +43,25 @@ def test_a_trace_without_marks_is_refused() -> None:
         wt.summarize(np.zeros((wt.CTAS, wt.WGS, wt.ITS, wt.EVENTS), dtype=np.uint64))
     with pytest.raises(ValueError, match="shape"):
         wt.summarize(np.zeros((2, 2), dtype=np.uint64))
+
+
+def test_the_tile_boundary_of_a_known_timeline_comes_back() -> None:
+    """Row tiles of 4 key tiles: issue points 1..3 traced, 500 cycles apart; from the last issue point of a tile
+    to the first of the next, 1700 (the last P V, the O store, S_0 and its softmax)."""
+    marks = np.zeros((wt.CTAS, wt.WGS, wt.ITS, wt.EVENTS), dtype=np.uint64)
+    for cta in range(wt.CTAS):
+        for w in range(2):
+            t = 5_000 + 13 * cta + 211 * w
+            for g in range(1, 60):
+                if g % 4 == 0:
+                    continue
+                marks[cta, w, g, :] = t + np.arange(wt.EVENTS)
+                t += 1700 if g % 4 == 3 else 500
+    tb = wt.tile_boundary(marks, 4)
+    assert (tb["steady"], tb["boundary"], tb["tile"]) == (500.0, 1700.0, 2 * 500.0 + 1700.0)
+    assert tb["share"] == pytest.approx(1200 / 2700)
+    assert tb["n_steady"] == 2 * wt.CTAS * 15 * 2 and tb["n_boundary"] == 2 * wt.CTAS * 14  # 15 tiles, the last unclosed
+    with pytest.raises(ValueError, match="at least 3"):
+        wt.tile_boundary(marks, 2)
+    with pytest.raises(ValueError, match="wrong key-tile count"):
+        wt.tile_boundary(np.zeros_like(marks), 4)

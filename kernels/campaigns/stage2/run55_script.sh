@@ -17,7 +17,7 @@ python3 scripts/pick_variant.py $OUT/x/bench.json --min-seqlen 512 --class-floor
 cat $OUT/x/decide.txt
 best=$(tail -1 $OUT/x/decide.txt)
 for row in d128_n_s512 d128_n_s1024; do
-  timeout 60 python3 scripts/ws_trace.py .prebuilt/tr.so --one $row --skip 0 --json $OUT/x/trace_$row.json > $OUT/x/trace_$row.txt 2>&1
+  timeout 60 python3 scripts/ws_trace.py .prebuilt/tr.so --one $row --skip 0 --bn 128 --json $OUT/x/trace_$row.json > $OUT/x/trace_$row.txt 2>&1
   echo "trace $row rc=$?"; tail -4 $OUT/x/trace_$row.txt
 done
 echo "trace t=$(el)"
