@@ -418,7 +418,8 @@ class Runner:
         """A/B timing, each sample a drawn call: fresh (layout, scale, value kind; where the scenario declares
         inputs, some on the declared values at scheduled places), then the determinism repeats. After every
         timed candidate call its inputs must equal the pristine copy, and its output is checked against the
-        original's (whole) and the fp32 reference (sampled rows); a repeat must reproduce the bits of its
+        fp32 reference (sampled rows) and, where the original runs in the sample (harness.timed_samples.
+        OriginalPlan), against the original's (whole); a repeat must reproduce the bits of its
         source (kept in ``sources`` while a source slot holds it: harness/repeats.py). A sample's checks run on
         the device and come back in one transfer (harness.checks.timed_sample_values), judged in the order of
         harness.checks.judge_timed_sample. The fresh calls stop when, with the repeats still to come, the
@@ -464,7 +465,9 @@ class Runner:
         cap = max(job.max_samples, drawer.samples_needed + reps)  # past it only for the first 3 calls counted
 
         more_to = 0  # WALL_MORE: fresh calls are taken up to this n (once) when only the wall clock convicts
-        plan = OriginalPlan(job.original_sparse_ms)
+        # sparse only in the default order: with the original first, a skipped original would tell the next
+        # call in advance that it is not checked whole
+        plan = OriginalPlan(job.original_sparse_ms if job.diag_order == "candidate_first" else 0.0)
         no_key = no_key_rows(sc)
 
         def escape_args(sel: list[int]) -> list[list[float] | None]:
@@ -502,7 +505,7 @@ class Runner:
                 values, expect = sources.replay(sc, draw)
             self._prepare(bufs_c, bufs_o, draw, gen, values)
             whole_wanted = drawer.full.wanted(draw)  # drawn before the calls: nothing the kernel sees tells it
-            with_o = plan.runs(draw.layout, draw.counted, keep, whole_wanted)
+            with_o = plan.runs(draw.layout, draw.counted, keep, whole_wanted, bool(drawer.declared) and not draw.ordinary)
             p_c, p_o = self._params(bufs_c, sc), self._params(bufs_o, sc) if with_o else None
             rc, ro, inputs_same, orig_first = self._timed_pair(draw, n, p_c, p_o, bufs_c, bufs_o, tail)
             if ro is not None:
@@ -569,5 +572,6 @@ class Runner:
             a_sel, a_label = timed_selection(lay_a[k], [x != UNCOUNTED for x in lay_a[k]], keep)
             anchor_stats[k] = timing_stats([times[i] for i in a_sel], a_label) if times else None
         c_stats = timing_stats(t_c, label).model_copy(update={"resampled": more_to > 0})
-        return c_stats, timing_stats(picked[1], label), anchor_stats, escaped
+        o_stats = timing_stats(picked[1], label).model_copy(update={"sparse": plan.sparse})
+        return c_stats, o_stats, anchor_stats, escaped
 

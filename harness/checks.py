@@ -133,9 +133,10 @@ def timed_sample_values(inputs_same: torch.Tensor, o_c: torch.Tensor, lse_c: tor
         inputs_same: 0-d bool, q, k and v bit-equal to the pristine copy the original ran on.
         o_c, lse_c: the candidate's output ``[b, sq, hq, d]`` (bf16/fp16) and lse ``[b, hq, sq]`` fp32.
         o_o, lse_o: the original's, on the same inputs; both None where the original did not run in the sample
-            (harness.timed_samples.OriginalPlan): then ``d_o``, ``d_lse`` and ``o_max`` are 0 and ``fin_same``
-            holds when lse is +inf exactly on the first ``no_key_rows`` query rows (harness.scenarios.no_key_rows),
-            which is where a correct original's is.
+            (harness.timed_samples.OriginalPlan, never on declared values): then ``d_o``, ``d_lse`` and
+            ``o_max`` are 0 and ``fin_same`` holds when lse is +inf and o is 0 exactly on the first
+            ``no_key_rows`` query rows (harness.scenarios.no_key_rows: where a correct original's are, for
+            ordinary values) and o and lse are finite elsewhere.
         guards_written: int64 ``[num_guards]`` (harness.buffers.Buffers.guards_written).
         rows_c, rows_o: :func:`row_errors_t` of the candidate and of the original (zeros when None).
         ref_max: ``[max|ref o|, max|ref lse| over finite rows]`` on the sampled rows.
@@ -146,8 +147,10 @@ def timed_sample_values(inputs_same: torch.Tensor, o_c: torch.Tensor, lse_c: tor
     unwritten = poison_count_t(o_c) + poison_count_t(lse_c)
     if o_o is None or lse_o is None:
         zero = o_c.new_zeros((), dtype=torch.float32)
-        fin_same = torch.stack([torch.isposinf(lse_c[..., :no_key_rows]).all(),
-                                torch.isfinite(lse_c[..., no_key_rows:]).all()]).all()
+        fin_same = torch.stack([torch.isposinf(lse_c[..., :no_key_rows]).all(),  # what the original's output
+                                torch.isfinite(lse_c[..., no_key_rows:]).all(),  # pinned down: lse's +inf rows,
+                                (o_c[:, :no_key_rows] == 0).all(),  # o = 0 there, finite o everywhere
+                                torch.isfinite(o_c).all()]).all()
         d_o = d_l = o_max = zero
     else:
         fin_same = torch.where(torch.isposinf(lse_o), torch.isposinf(lse_c), torch.isfinite(lse_c)).all()
@@ -214,7 +217,8 @@ def judge_timed_sample(values: list[float], n: int, tol: TimedBounds, guard_name
         return "out_of_bounds_write", "guard_bands", f"timed call {n}: out-of-bounds write: {broken}"
     if not fin_same or r_bad:
         return ("timed_output_wrong", "timed_output",
-                f"timed call {n}: lse is not +inf on exactly the rows that see no key (or holds NaN/-inf)")
+                (f"timed call {n}: lse is not +inf on exactly the rows that see no key (or holds NaN/-inf; without "
+                 "the original in the sample: or o is not 0 on those rows, or not finite)"))
     bound_o = tol.bound_o(o_max)
     if not (d_o <= bound_o and d_l <= tol.bound_lse):  # written so that a NaN fails
         return ("timed_output_wrong", "timed_output",

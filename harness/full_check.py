@@ -3,9 +3,10 @@
 A checked draw's outputs are compared whole with the fp32 reference (harness/reference.py) under
 FlashAttention's rule (harness.checks.tolerances: 2 x the original's error on the same inputs + a floor, per
 element; a relative bound per dtype) and then the exactness check (harness/exactness.py). Every timed call is
-compared whole with the original's output under a looser bound and with the fp32 reference on sampled rows
-only (harness.checks.judge_timed_sample): a full reference on every timed call costs too much on `full`'s
-large scenarios. A kernel that knew which calls are the checked draws (the first ``draws`` of a scenario, by
+compared with the fp32 reference on sampled rows and, where the original runs in the sample (every sample but
+the uncounted ones of a slow original: harness.timed_samples.OriginalPlan), whole with the original's output
+under a looser bound (harness.checks.judge_timed_sample): a full reference on every timed call costs too much
+on `full`'s large scenarios. A kernel that knew which calls are the checked draws (the first ``draws`` of a scenario, by
 its own call count; a GPU kernel could also read the L2's warmth, before the checked calls went through the
 timed path) could be less precise on the others: a few rows off by 2 ulps escape both the whole comparison
 with the original and the sampled rows (14 of 40 seeds, tests/test_timed_checked_redteam.py).

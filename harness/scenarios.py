@@ -29,6 +29,13 @@ def keys_seen(i: int, seqlen_q: int, seqlen_k: int, causal: bool) -> int:
         return seqlen_k
     return min(seqlen_k, max(0, i + seqlen_k - seqlen_q + 1))
 
+from harness.inputs import DIST_NAMES, InputsSpec
+from harness.layouts import LayoutSpec
+from harness.suite_file import SuiteText, describe_error, not_utf8_text, suggest
+
+SUITES_DIR = Path(__file__).resolve().parent / "suites"
+HEAD_DIMS = (64, 96, 128, 192, 256)
+
 
 def no_key_rows(sc: Scenario) -> int:
     """How many query rows of ``sc`` see no key (their lse is +inf, their o 0: kernels/attn_abi.h). They are
@@ -42,12 +49,6 @@ def no_key_rows(sc: Scenario) -> int:
         else:
             hi = mid
     return lo
-from harness.inputs import DIST_NAMES, InputsSpec
-from harness.layouts import LayoutSpec
-from harness.suite_file import SuiteText, describe_error, not_utf8_text, suggest
-
-SUITES_DIR = Path(__file__).resolve().parent / "suites"
-HEAD_DIMS = (64, 96, 128, 192, 256)
 
 
 class Scenario(BaseModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness.verdict import TimingStats
 
@@ -66,26 +66,35 @@ class OriginalPlan:
     original's, lse +inf on the original's rows, 2 x the original's error on the sampled rows) and its
     time serves the speedup, which is over the counted samples of the timed layout only. On `full`'s long
     scenarios the original (~10x slower than a fast candidate) took 94 % of the timed GPU time (run 52,
-    docs/gpu-results.md), most of it on samples no time is over. So once one of its timed calls took
-    ``sparse_ms`` or more, the original runs only where its output or time is used: on samples that
-    :func:`counts` (the timed layout's fresh counted calls) and on the calls checked whole against the fp32
-    reference (harness.full_check.FullChecks: their tolerance is 2 x the original's error). The others (the
-    other layouts' fresh calls, declared calls, the determinism repeats but the first) are checked without
-    it: the sampled rows against the fp32 reference under the checked draws' tolerance (never looser than
-    with the original), lse +inf exactly on the rows that see no key (harness.scenarios.keys_seen), a
-    repeat's bits against its source's. ``sparse_ms`` 0: the original runs in every sample.
+    docs/gpu-results.md), most of it on samples no time is over. So once the median of its timed calls so far
+    is ``sparse_ms`` or more, the original runs only where its output or time is used: on samples that
+    :func:`counts` (the timed layout's fresh counted calls), on the calls checked whole against the fp32
+    reference (harness.full_check.FullChecks: their tolerance is 2 x the original's error) and on calls with
+    a scenario's declared values (extreme values can make a row that sees keys empty: only the original
+    says which). The others (the other layouts' fresh calls on ordinary values, the determinism repeats but
+    the first) are checked without it: the sampled rows against the fp32 reference under the checked draws'
+    tolerance (never looser than with the original), lse +inf and o 0 exactly on the rows that see no key
+    (harness.scenarios.no_key_rows), o and lse finite elsewhere, a repeat's bits against its source's.
+    ``sparse_ms`` 0: the original runs in every sample.
     """
 
     sparse_ms: float = ORIGINAL_SPARSE_MS
-    #: the largest event time (ms) of the original's timed calls so far
-    longest_ms: float = 0.0
+    #: the event times (ms) of the original's timed calls so far
+    times_ms: list[float] = field(default_factory=list)
 
-    def runs(self, layout: str, counted: bool, keep: str | None, checked_whole: bool) -> bool:
+    @property
+    def sparse(self) -> bool:
+        """Whether the original runs only where used: the median of its timed calls so far is ``sparse_ms`` or
+        more (one slow call, e.g. the first, does not decide it)."""
+        return 0 < self.sparse_ms <= (statistics.median(self.times_ms) if self.times_ms else 0.0)
+
+    def runs(self, layout: str, counted: bool, keep: str | None, checked_whole: bool,
+             declared_values: bool = False) -> bool:
         """Whether the original runs in the sample of ``layout`` (``counted``: CallDraw.counted; ``keep``:
-        the timed layout, None for every layout; ``checked_whole``: the sample is checked whole)."""
-        sparse = 0 < self.sparse_ms <= self.longest_ms
-        return not sparse or checked_whole or counts(layout, counted, keep)
+        the timed layout, None for every layout; ``checked_whole``: the sample is checked whole;
+        ``declared_values``: the call holds the scenario's declared input values)."""
+        return not self.sparse or checked_whole or declared_values or counts(layout, counted, keep)
 
     def ran(self, event_ms: float) -> None:
         """Record a timed call of the original that took ``event_ms``."""
-        self.longest_ms = max(self.longest_ms, event_ms)
+        self.times_ms.append(event_ms)

@@ -20,7 +20,7 @@ the call (on the legacy default stream, harness/launcher.py) then miss it. Two w
   bear out at all).
 
 Either way the threshold is ``max(0.05 ms, 0.25 x median event time)``. Where the wall clock alone would
-convict (:func:`escape_evidence`), the checker first takes more samples (harness.checker ``WALL_MORE``) and
+convict (:func:`escape_evidence`), the checker first takes more samples (harness.timed_samples ``WALL_MORE``) and
 judges over all of them: run 42's #18 had two honest 7 us rows convicted by wake-up bursts in 3 of 5 samples.
 """
 
@@ -59,7 +59,7 @@ def escape_evidence(mode: Literal["wall", "tail"], t_c: list[float], t_o: list[f
     """What :func:`judge_escape` would convict on: ``"tail"`` (the device tails), ``"wall"`` (the host wall
     clock alone: the round trips exceed the original's, the device tails, where asked, do not), or None.
 
-    The checker takes more samples before it judges on ``"wall"`` evidence (harness.checker, ``WALL_MORE``):
+    The checker takes more samples before it judges on ``"wall"`` evidence (harness.timed_samples, ``WALL_MORE``):
     a host wake-up burst of a few ms in 3 of 5 samples convicted an honest 7 us kernel in run 42 (H100,
     2026-12-06, ``bugs`` tail-sweep rows of #18: 0.97 and 1.94 ms "outlived the end event"); work that really
     outlives the event does so on every call, so more samples keep it convicted."""

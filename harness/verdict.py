@@ -71,7 +71,10 @@ class TimingStats(BaseModel):
                                "layouts (the padded ones are checked, not timed); None: every timed call counts")
     resampled: bool = Field(default=False, description="the first samples would have convicted the kernel of escaping "
                             "the timer on the host wall clock alone, so more were taken before judging "
-                            "(harness.checker.WALL_MORE)")
+                            "(harness.timed_samples.WALL_MORE)")
+    sparse: bool = Field(default=False, description="the original's only: it ran only in the samples whose time or "
+                         "output is used, its median time being original_sparse_ms or more "
+                         "(harness.timed_samples.OriginalPlan)")
 
 
 class ErrorStats(BaseModel):

@@ -81,7 +81,7 @@ class VerifyOptions(BaseModel):
     scenario_ids: list[str] | None = Field(default=None, description="run only these ids of the suite")
     min_samples: int = Field(default=10, ge=3, description="timed samples per scenario, at least")
     max_samples: int = Field(default=30, ge=3, description="timed samples per scenario, at most (once twice that where only the wall clock would "
-                                 "convict an escape: harness.checker.WALL_MORE)")
+                                 "convict an escape: harness.timed_samples.WALL_MORE)")
     sanitize: Literal["memcheck", "racecheck", "initcheck", "synccheck"] | None = Field(
         default=None, description="after the verification, run compute-sanitizer with this tool over the candidate on "
                                   "a few small scenarios (check `sanitizer`); off by default")

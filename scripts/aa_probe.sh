@@ -62,7 +62,7 @@ for name in ("wall", "tail", "alt", "single", "escape"):
     for label, pick in (("cand first", lambda s: not s["orig_first"]), ("orig first", lambda s: s["orig_first"])):
         d = []
         for r in recs:
-            ss = [s for s in r["samples"] if pick(s)]
+            ss = [s for s in r["samples"] if pick(s) and s["e_o"] is not None]  # e_o None: no original (sparse)
             if ss:
                 d.append(st.median(s["w_c"] - s["e_c"] for s in ss) - st.median(s["w_o"] - s["e_o"] for s in ss))
         if d:
@@ -71,9 +71,10 @@ for name in ("wall", "tail", "alt", "single", "escape"):
         o = [s["w_c"] - s["e_c"] for r in recs for s in r["samples"] if s["process"] == proc]
         if o:
             line += f"; cand proc {proc} overhead median {st.median(o) * 1e3:.0f} us"
-    oo = [s["w_o"] - s["e_o"] for r in recs for s in r["samples"]]
+    oo = [s["w_o"] - s["e_o"] for r in recs for s in r["samples"] if s["e_o"] is not None]
     line += f"; orig overhead median {st.median(oo) * 1e3:.0f} us" if oo else ""
-    tails = [(s["tail_c"], s["tail_o"]) for r in recs for s in r["samples"] if s["tail_c"] is not None]
+    tails = [(s["tail_c"], s["tail_o"]) for r in recs for s in r["samples"]
+             if s["tail_c"] is not None and s["tail_o"] is not None]
     if tails:
         line += (f"; tail c/o median {st.median(t[0] for t in tails) * 1e3:.1f}/{st.median(t[1] for t in tails) * 1e3:.1f} us"
                  f" max {max(t[0] for t in tails) * 1e3:.0f}/{max(t[1] for t in tails) * 1e3:.0f} us")

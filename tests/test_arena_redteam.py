@@ -52,7 +52,7 @@ def test_an_absurd_workspace_is_refused_by_the_memory_guard_before_any_arena(ask
     from harness.checker import HostDevice, Runner
     from harness.worker import WorkerJob
 
-    job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[SC], seed=1, device="cpu", draws=2,
+    job = WorkerJob(original_sparse_ms=0.0, candidate_lib="c.so", original_lib="o.so", scenarios=[SC], seed=1, device="cpu", draws=2,
                     repeats=1, min_samples=3, max_samples=3, budget_ms=1e9)
     cand = PyKernel(honest, ws=lambda p: asked)
     res = Runner(job, cand, PyKernel(honest, "original"), HostDevice(), allocate=allocate).run(SC, 0)

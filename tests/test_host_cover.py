@@ -67,7 +67,7 @@ def test_the_setting_reaches_both_launchers(tmp_path: Path, cover_all: bool) -> 
     """The worker starts both launchers with the kernels' cover (harness.worker.spawn_launchers) and reports
     what each launcher says it applies, beside the anchors' (what the verdict's host_cover_cycles shows)."""
     lib, sha = hostkernels.build(tmp_path)
-    job = WorkerJob(candidate_lib=str(lib), original_lib=str(lib), candidate_sha256=sha, original_sha256=sha,
+    job = WorkerJob(original_sparse_ms=0.0, candidate_lib=str(lib), original_lib=str(lib), candidate_sha256=sha, original_sha256=sha,
                     scenarios=[], seed=1, device="cpu", host_cover_all=cover_all)
     cand, orig, arenas, cand_b = spawn_launchers(job)
     _, info = finish_endpoints(job, cand, orig, arenas, cand_b)

@@ -51,11 +51,17 @@ def test_the_plan_keeps_the_original_where_its_output_or_time_is_used() -> None:
     assert plan.runs("padded_qo", False, "dense", False)  # nothing timed yet: every sample
     plan.ran(1.5)
     assert plan.runs("padded_qo", True, "dense", False)  # below the threshold: every sample
-    plan.ran(2.0)
+    plan.ran(3.0)
+    assert plan.sparse  # median of 1.5 and 3.0: 2.25
+    plan.ran(1.0)
+    assert not plan.sparse  # median 1.5: a slow call among faster ones does not decide it
+    plan.ran(2.5), plan.ran(2.2)
+    assert plan.sparse  # median 2.2
     assert plan.runs("dense", True, "dense", False)  # counted, timed layout: its time is used
     assert plan.runs("padded_qo", False, "dense", True)  # checked whole: its error sets the tolerance
+    assert plan.runs("padded_qo", True, "dense", False, declared_values=True)  # declared values: the original decides
     assert not plan.runs("padded_qo", True, "dense", False)  # another layout's fresh call
-    assert not plan.runs("dense", False, "dense", False)  # a repeat or a declared call
+    assert not plan.runs("dense", False, "dense", False)  # a repeat
     assert plan.runs("padded_qo", True, None, False)  # no timed layout: every counted call is timed
     zero = OriginalPlan(sparse_ms=0.0)
     zero.ran(1e9)
@@ -98,16 +104,26 @@ def _late_when_padded(cheat: Any) -> Any:
 
 
 def _o_off(p: Any) -> None:
-    p.o.add_(0.05)
+    p.o[:, no_key_rows(SC):].add_(0.05)  # the rows that see keys
 
 
 def _empty_rows_finite(p: Any) -> None:
     p.lse[..., :no_key_rows(SC)] = 0.0  # o stays 0 there
 
 
+def _empty_rows_o(p: Any) -> None:
+    p.o[:, :no_key_rows(SC)] = 0.25  # lse stays +inf there
+
+
+def _one_nan(p: Any) -> None:
+    p.o[0, -1, 0, 0] = float("nan")  # a row the sampled rows rarely hold
+
+
 @pytest.mark.parametrize(("body", "needle"), [
     (_o_off, "sampled rows against the fp32 reference"),
     (_empty_rows_finite, "lse is not +inf on exactly the rows that see no key"),
+    (_empty_rows_o, "or o is not 0 on those rows"),
+    (_one_nan, "or not finite"),
 ])
 def test_cheats_on_the_samples_without_the_original_are_caught(body, needle) -> None:
     """The checked draws use every layout too, so these fail there first; through the timing loop alone

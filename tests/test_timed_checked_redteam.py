@@ -66,7 +66,7 @@ def _run(sc: Scenario, make: Any, seed: int, **job: Any) -> tuple[Any, list[PyKe
     small scenario of ``full`` (30 samples with the 4 repeats; the budget never ends the loop)."""
     cands = [make("candidate"), make("candidate-b")]
     fields = {"draws": 2, "min_samples": 10, "max_samples": 30, "budget_ms": 1e9, **job}
-    j = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[sc], seed=seed, device="cpu", **fields)
+    j = WorkerJob(original_sparse_ms=0.0, candidate_lib="c.so", original_lib="o.so", scenarios=[sc], seed=seed, device="cpu", **fields)
     return Runner(j, cands[0], PyKernel(honest, "original"), HostDevice(), cand_b=cands[1]).run(sc, 0), cands
 
 

@@ -88,7 +88,7 @@ class _RacyWhereOrdinary(PyKernel):
 
 def _run(sc: Scenario, split: bool, seed: int) -> tuple[Any, list[_RacyWhereOrdinary]]:
     cands = [_RacyWhereOrdinary(), _RacyWhereOrdinary("candidate-b")]
-    job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[sc], seed=seed, device="cpu", draws=2,
+    job = WorkerJob(original_sparse_ms=0.0, candidate_lib="c.so", original_lib="o.so", scenarios=[sc], seed=seed, device="cpu", draws=2,
                     repeats=3, min_samples=8, max_samples=8, budget_ms=1e9)
     runner = Runner(job, cands[0], PyKernel(_costly, "original"), HostDevice(), cand_b=cands[1] if split else None)
     return runner.run(sc, 0), cands
@@ -149,7 +149,7 @@ def test_the_value_kind_does_not_tell_the_kernel_which_calls_are_determinism_rep
     repeats were all normal, replaying draw 0, and no large_logits call was ever compared with itself)."""
     for seed in range(1, 6):
         cands = [_RacyUnlessNormal(), _RacyUnlessNormal("candidate-b")]
-        job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[PLAIN], seed=seed, device="cpu",
+        job = WorkerJob(original_sparse_ms=0.0, candidate_lib="c.so", original_lib="o.so", scenarios=[PLAIN], seed=seed, device="cpu",
                         draws=2, repeats=3, min_samples=12, max_samples=12, budget_ms=1e9)
         res = Runner(job, cands[0], PyKernel(_costly, "original"), HostDevice(), cand_b=cands[1]).run(PLAIN, 0)
         racy_timed = [r for c in cands for r in c.racy_timed]
@@ -194,7 +194,7 @@ def test_the_place_of_a_call_does_not_tell_the_kernel_it_is_no_repeat(split: boo
     for seed in range(1, 5):
         seen = [0]
         cands = [_RacyWhenLate(seen), _RacyWhenLate(seen, "candidate-b")]
-        job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[PLAIN], seed=seed, device="cpu",
+        job = WorkerJob(original_sparse_ms=0.0, candidate_lib="c.so", original_lib="o.so", scenarios=[PLAIN], seed=seed, device="cpu",
                         draws=2, repeats=3, min_samples=10, max_samples=30, budget_ms=1e9)
         res = Runner(job, cands[0], PyKernel(_costly, "original"), HostDevice(),
                      cand_b=cands[1] if split else None).run(PLAIN, 0)
@@ -218,7 +218,7 @@ def _wrong_on_some_declared_draws(t: Any) -> None:
 
 def _bug_run(seed: int) -> Any:
     cands = [PyKernel(_wrong_on_some_declared_draws), PyKernel(_wrong_on_some_declared_draws, "candidate-b")]
-    job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[DECLARED], seed=seed, device="cpu",
+    job = WorkerJob(original_sparse_ms=0.0, candidate_lib="c.so", original_lib="o.so", scenarios=[DECLARED], seed=seed, device="cpu",
                     draws=2, repeats=3, min_samples=10, max_samples=10, budget_ms=1e9)
     return Runner(job, cands[0], PyKernel(honest, "original"), HostDevice(), cand_b=cands[1]).run(DECLARED, 0)
 

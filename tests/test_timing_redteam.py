@@ -108,7 +108,7 @@ def _repeat_runner(seed: int, split: bool, max_samples: int = 8) -> tuple[Runner
     bodies = [_SliceCache(), _SliceCache()]
     cand = PyKernel(bodies[0])
     cand_b = PyKernel(bodies[1], "candidate-b") if split else None
-    job = WorkerJob(candidate_lib="c.so", original_lib="o.so", scenarios=[SC], seed=seed, device="cpu", draws=2,
+    job = WorkerJob(original_sparse_ms=0.0, candidate_lib="c.so", original_lib="o.so", scenarios=[SC], seed=seed, device="cpu", draws=2,
                     repeats=3, min_samples=max_samples, max_samples=max_samples, budget_ms=1e9)
     return Runner(job, cand, PyKernel(_costly, "original"), HostDevice(),
                   cand_b=cand_b), bodies

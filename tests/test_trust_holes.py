@@ -235,7 +235,7 @@ def test_the_repeat_process_costs_one_launcher_start(built: Path) -> None:
     two = time.perf_counter() - t0
     assert res_one.correct and res_two.correct
     # the same draws; the dense calls timed are the same unless the wall clock alone would have convicted one run
-    # of escaping (host wake-ups of the CPU launchers): that run takes more samples first (harness.checker.WALL_MORE)
+    # of escaping (host wake-ups of the CPU launchers): that run takes more samples first (harness.timed_samples.WALL_MORE)
     for res in (res_one, res_two):
         assert res.candidate.layout == "dense" and 3 <= res.candidate.samples <= 9 + 2 * 9
     assert two < one + 5.0, (one, two)

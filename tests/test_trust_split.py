@@ -86,7 +86,7 @@ def _verify(built: Path, cheat: int = 0, probe: int = 0, *, sandbox: str = "on",
         orig.load(), cand.load()
         if cand_b is not None:
             cand_b.load()
-        job = WorkerJob(candidate_lib=str(cand_lib), original_lib=str(orig_lib), scenarios=[sc], seed=seed, device="cpu",
+        job = WorkerJob(original_sparse_ms=0.0, candidate_lib=str(cand_lib), original_lib=str(orig_lib), scenarios=[sc], seed=seed, device="cpu",
                         min_samples=samples, max_samples=samples, budget_ms=1e9, **job_fields)
         res = Runner(job, cand, orig, HostDevice(), allocate=arenas.allocate, free=arenas.free, cand_b=cand_b).run(sc, 0)
         return res, cand.sandbox
@@ -170,7 +170,7 @@ def test_the_worker_speaks_its_protocol_with_launchers(built: Path) -> None:
     lib, sha = hostkernels.build(built)
 
     def run(cand: Path, cand_sha: str) -> list[dict]:
-        job = WorkerJob(candidate_lib=str(cand), original_lib=str(lib), candidate_sha256=cand_sha, original_sha256=sha,
+        job = WorkerJob(original_sparse_ms=0.0, candidate_lib=str(cand), original_lib=str(lib), candidate_sha256=cand_sha, original_sha256=sha,
                         scenarios=[SC], seed=3, device="cpu", min_samples=3, max_samples=3, load_timeout_s=3.0,
                         entry_guard_lib=str(build_entry_guard(built)))
         r, w = os.pipe()
@@ -245,7 +245,7 @@ def test_one_candidate_launcher_when_the_diagnostic_asks(built: Path) -> None:
 
     lib, sha = hostkernels.build(built)
     fields = Settings(diag_single_candidate_launcher=True).timing_fields()
-    job = WorkerJob(candidate_lib=str(lib), original_lib=str(lib), candidate_sha256=sha, original_sha256=sha,
+    job = WorkerJob(original_sparse_ms=0.0, candidate_lib=str(lib), original_lib=str(lib), candidate_sha256=sha, original_sha256=sha,
                     scenarios=[], seed=1, device="cpu", **fields)
     cand, orig, arenas, cand_b = spawn_launchers(job)
     assert cand_b is None
@@ -303,7 +303,7 @@ def test_the_profile_diagnostic_profiles_the_workers_scenario_loop(built: Path, 
     out.mkdir()
     first = b""
     for prof, first_index in ((None, 0), (out / "worker.prof", 0), (out / "worker.prof", 7)):
-        job = WorkerJob(candidate_lib=str(lib), original_lib=str(lib), candidate_sha256=sha, original_sha256=sha,
+        job = WorkerJob(original_sparse_ms=0.0, candidate_lib=str(lib), original_lib=str(lib), candidate_sha256=sha, original_sha256=sha,
                         scenarios=[SC], seed=3, device="cpu", min_samples=3, max_samples=3, budget_ms=1e9,
                         diag_profile=str(prof) if prof else None, first_index=first_index)
         run = _WorkerRun(job, tmp_path / "worker.log")  # the worker as harness/verify.py starts it

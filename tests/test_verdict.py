@@ -75,7 +75,7 @@ def test_flags_above_measured_peak_and_noise() -> None:
     kinds = {(f.kind, f.scenario_id) for f in v.flags}
     assert ("above_measured_peak", "a/s0") in kinds and ("noisy_timing", "a/s1") in kinds
     assert not any(f.kind == "resampled_timing" for f in v.flags)
-    noisy.candidate.resampled = True  # cleared after the extra samples (harness.checker.WALL_MORE): named
+    noisy.candidate.resampled = True  # cleared after the extra samples (harness.timed_samples.WALL_MORE): named
     assert ("resampled_timing", "a/s1") in {(f.kind, f.scenario_id) for f in _build([fast, noisy]).flags}
 
 

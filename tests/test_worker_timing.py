@@ -217,7 +217,7 @@ def test_the_whole_output_bound_scales_with_the_timed_outputs_magnitude() -> Non
     (_skips_lse, "timed_output_wrong", "timed_output", "timed call 0 left o/lse elements unwritten"),
     (_writes_past_lse, "out_of_bounds_write", "guard_bands", "timed call 0: out-of-bounds write: 3 elements written after lse"),
     (_claims_empty_row, "timed_output_wrong", "timed_output", "timed call 0: lse is not +inf on exactly the rows that see no key"),
-    (_nan_lse_row, "timed_output_wrong", "timed_output", "(or holds NaN/-inf)"),
+    (_nan_lse_row, "timed_output_wrong", "timed_output", "(or holds NaN/-inf"),
     (_o_off, "timed_output_wrong", "timed_output", "(bound 0.001), max|lse - original| = 0 (bound 0.0001)"),
     (_lse_off, "timed_output_wrong", "timed_output", "max|lse - original| = 0.01 (bound 0.0001)"),
     (_computed_nan, "timed_output_wrong", "timed_output", "max|o - original| = inf"),

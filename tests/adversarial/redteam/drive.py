@@ -33,7 +33,7 @@ try:
     orig.load(), cand.load()
     if cand_b is not None:
         cand_b.load()
-    job = WorkerJob(candidate_lib=str(cand_lib), original_lib=str(orig_lib), scenarios=[SC], seed=a.seed, device="cpu",
+    job = WorkerJob(original_sparse_ms=0.0, candidate_lib=str(cand_lib), original_lib=str(orig_lib), scenarios=[SC], seed=a.seed, device="cpu",
                     min_samples=a.samples, max_samples=a.samples, budget_ms=1e9)
     res = Runner(job, cand, orig, HostDevice(), allocate=arenas.allocate, free=arenas.free, cand_b=cand_b).run(SC, 0)
 finally:
