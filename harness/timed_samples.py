@@ -23,7 +23,7 @@ MIN_TIMED_LAYOUT_SAMPLES = 3
 WALL_MORE = 2
 #: An anchor time's layout label on a sample that is never counted (a repeat or a declared call).
 UNCOUNTED = "uncounted"
-#: The original's event time (ms) from which it runs only where it is needed (:class:`OriginalPlan`).
+#: The median event time (ms) of the original's timed calls from which it runs only where needed (:class:`OriginalPlan`).
 ORIGINAL_SPARSE_MS = 1.0
 
 

@@ -90,10 +90,11 @@ class VerifyOptions(BaseModel):
                              description="host wall time of a scenario's timing loop (whole samples: input fills, "
                                          "checks, flushes, the timed calls, anchors) after which sampling stops, "
                                          "once min_samples are taken")
-    original_sparse_ms: float = Field(default=ORIGINAL_SPARSE_MS, ge=0, description="once the original's timed "
-                                      "call takes this long (ms), it runs only in the timed samples whose output or "
-                                      "time is used: the timed layout's counted calls and the calls checked whole "
-                                      "(harness.timed_samples.OriginalPlan); 0: in every sample")
+    original_sparse_ms: float = Field(default=ORIGINAL_SPARSE_MS, ge=0, description="once the median of the "
+                                      "original's timed calls is this long (ms), it runs only in the timed samples "
+                                      "whose output or time is used: the timed layout's counted calls, the calls "
+                                      "checked whole and declared-value calls (harness.timed_samples.OriginalPlan); "
+                                      "0: in every sample")
 
 
 class VerifyProgress(BaseModel):

@@ -54,9 +54,9 @@ class WorkerJob(BaseModel):
     budget_ms: float = Field(default=300.0, description="host wall time of a scenario's timing loop (all of each "
                              "sample: inputs, checks, flushes, calls, anchors) after which sampling stops, once "
                              "min_samples are taken")
-    original_sparse_ms: float = Field(default=ORIGINAL_SPARSE_MS, ge=0, description="the original's timed-call time "
-                                      "from which it runs only in the timed samples whose output or time is used "
-                                      "(harness.timed_samples.OriginalPlan); 0: in every sample")
+    original_sparse_ms: float = Field(default=ORIGINAL_SPARSE_MS, ge=0, description="the median time of the "
+                                      "original's timed calls from which it runs only in the timed samples whose "
+                                      "output or time is used (harness.timed_samples.OriginalPlan); 0: in every sample")
     measure_peak: bool = False
     physical_peak_tflops: float | None = None
     peak_tflops: float | None = None
