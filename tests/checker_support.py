@@ -129,3 +129,25 @@ def check_scenario(sc: Scenario, cand: Any, orig: Any = honest, **kw: Any) -> An
     if not res.correct:
         raise Fail(res.failure_kind or "", res.check or "", res.message or "")
     return res.errors
+
+
+def is_dense(p: Any) -> bool:
+    """The call's layout was dense: q, k, v and o with head stride head_dim (harness.buffers' padded layouts
+    add 8). ``p``: the AttnFwdParams a kernel was called with."""
+    return all(getattr(p, f"{t}_head_stride") == p.head_dim for t in ("q", "k", "v", "o"))
+
+
+def count_reads(monkeypatch: Any) -> list[str]:
+    """The names of the host reads of a tensor made from here on (each one a device synchronization on a GPU):
+    ``item``, ``tolist``, ``nonzero`` and the conversions to bool, float, int and index, patched on
+    ``torch.Tensor`` through pytest's ``monkeypatch``."""
+    calls: list[str] = []
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "__index__", "nonzero"):
+        real = getattr(torch.Tensor, name)
+
+        def counted(self: torch.Tensor, *a: Any, _n: str = name, _r: Any = real, **k: Any) -> Any:
+            calls.append(_n)
+            return _r(self, *a, **k)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return calls

@@ -31,6 +31,7 @@ from harness.checks import (
 )
 from harness.layouts import LayoutSpec
 from harness.scenarios import Scenario
+from tests.checker_support import count_reads
 
 INF, NAN = float("inf"), float("nan")
 
@@ -157,23 +158,9 @@ def test_error_report_on_random_specials_equals_an_element_by_element_computatio
         _assert_report(rep, _expected_report(o, lse, o_ref, lse_ref), o, o_ref)
 
 
-def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the host reads of a tensor made from here on (each one a device synchronization on a GPU)."""
-    calls: list[str] = []
-    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "nonzero"):
-        real = getattr(torch.Tensor, name)
-
-        def counted(self: torch.Tensor, *a: Any, _n: str = name, _r: Any = real, **k: Any) -> Any:
-            calls.append(_n)
-            return _r(self, *a, **k)
-
-        monkeypatch.setattr(torch.Tensor, name, counted)
-    return calls
-
-
 def test_error_report_and_tolerances_read_back_once(monkeypatch: pytest.MonkeyPatch) -> None:
     o, lse, o_ref, lse_ref = _case("mixed", torch.Generator().manual_seed(3))
-    calls = _count_reads(monkeypatch)
+    calls = count_reads(monkeypatch)
     rep = error_report(o, lse, o_ref, lse_ref)
     assert calls == ["tolist"]
     tolerances(rep, o_ref, lse_ref)
@@ -320,7 +307,7 @@ def test_guards_and_sample_checks_never_read_back(monkeypatch: pytest.MonkeyPatc
     gen = torch.Generator().manual_seed(0)
     s = sample_rows(2, 4, 6, 3, 5, gen, "cpu")
     o_ref, lse_ref = torch.randn(3, 5, 16, generator=gen), torch.randn(3, 5, generator=gen)
-    calls = _count_reads(monkeypatch)
+    calls = count_reads(monkeypatch)
     rows = row_errors_t(bufs.o_c, bufs.lse_c, s, o_ref, lse_ref)
     vals = timed_sample_values(torch.tensor(True), bufs.o_c, bufs.lse_c, bufs.o_c.clone(), bufs.lse_c.clone(),
                                bufs.guards_written(), rows, rows, torch.ones(2), torch.tensor(True))

@@ -28,25 +28,11 @@ from harness.checks import (
 from harness.exactness import HULL_ULPS, _rows_seeing_at_most, exactness_failure, visible_keys
 from harness.reference import attention_reference
 from harness.scenarios import Scenario, keys_seen
-from tests.checker_support import honest, make_runner, run_scenario
+from tests.checker_support import count_reads, honest, make_runner, run_scenario
 
 BF, FP = torch.bfloat16, torch.float16
 INF, NAN = float("inf"), float("nan")
 MANTISSA = {BF: 7, FP: 10}
-
-
-def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the host reads of a tensor made from here on (each one a device synchronization on a GPU)."""
-    calls: list[str] = []
-    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "__index__", "nonzero"):
-        real = getattr(torch.Tensor, name)
-
-        def counted(self: torch.Tensor, *a: Any, _n: str = name, _r: Any = real, **k: Any) -> Any:
-            calls.append(_n)
-            return _r(self, *a, **k)
-
-        monkeypatch.setattr(torch.Tensor, name, counted)
-    return calls
 
 
 # -- exactness: the rules one element at a time ----------------------------------------------------------
@@ -263,7 +249,7 @@ def test_rows_seeing_at_most_count_the_rows_of_visible_keys() -> None:
 def test_exactness_failure_reads_back_once_when_it_passes(monkeypatch: pytest.MonkeyPatch, causal: bool) -> None:
     o, v = _case(2, 8, 5, 4, 2, causal, BF, seed=1)
     empty_q, empty_v = _case(2, 0, 5, 4, 2, causal, BF, seed=1)
-    calls = _count_reads(monkeypatch)
+    calls = count_reads(monkeypatch)
     assert exactness_failure(o, v, causal=causal) is None
     assert calls == ["tolist"]
     assert exactness_failure(empty_q, empty_v, causal=causal) is None  # no query row: nothing to read
@@ -276,7 +262,7 @@ def test_exactness_failure_reads_more_only_for_the_failed_rules_message(monkeypa
     o, v = _case(2, 8, 5, 4, 2, True, BF, seed=1)
     edit(o, v)
     want = _expected(o, v, True)
-    calls = _count_reads(monkeypatch)
+    calls = count_reads(monkeypatch)
     assert exactness_failure(o, v, causal=True) == want and want is not None
     assert calls[0] == "tolist" and "tolist" not in calls[1:]
 
@@ -343,7 +329,7 @@ def test_checked_call_values_never_read_back(monkeypatch: pytest.MonkeyPatch) ->
     sc = Scenario(group="t", batch=2, seqlen_q=6, seqlen_k=9, num_heads_q=4, num_heads_kv=2, head_dim=16, causal=True)
     bufs = Buffers(torch, sc, BF, device="cpu")
     bufs.o_c.fill_(1.0)
-    calls = _count_reads(monkeypatch)
+    calls = count_reads(monkeypatch)
     vals = checked_call_values(torch.tensor(True), bufs.o_c, bufs.lse_c, bufs.guards_written())
     assert calls == []
     assert vals.tolist() == [1, bufs.lse_c.numel()] + [0] * len(bufs.guard_names)
@@ -378,7 +364,7 @@ def test_checked_bounds_equal_the_merge_draw_by_draw(monkeypatch: pytest.MonkeyP
             b = dataclasses.replace(draft, ref_o_max=ref)
             plain[key] = b if key not in plain else plain[key].merge(b)
             drafts.append((key, draft, m))
-        calls = _count_reads(monkeypatch)
+        calls = count_reads(monkeypatch)
         assert checked_bounds(drafts) == plain
         assert calls == ([] if all(m is None for _, _, m in drafts) else ["tolist"])
         monkeypatch.undo()

@@ -16,7 +16,7 @@ from harness.checks import TimedBounds, judge_timed_sample, timed_sample_values
 from harness.endpoints import CallResult
 from harness.scenarios import Scenario, keys_seen, no_key_rows
 from harness.timed_samples import OriginalPlan, timing_stats
-from tests.checker_support import PyKernel, honest, run_scenario
+from tests.checker_support import PyKernel, honest, is_dense, run_scenario
 
 SC = Scenario(group="t", batch=1, seqlen_q=24, seqlen_k=16, num_heads_q=4, num_heads_kv=2, head_dim=16, causal=True)
 BOUNDS = TimedBounds(base_o=1e-3, bound_lse=1e-4, tol_o=1e-2, tol_lse=1e-4, ref_o_max=1e9, mantissa_bits=60)
@@ -32,10 +32,6 @@ class SlowOriginal(PyKernel):
     def timed_call(self, params: Any, tail: bool = False) -> CallResult:
         res = super().timed_call(params, tail)
         return CallResult(res.status, event_ms=self.ms, wall_ms=self.ms, tail_ms=0.0 if tail else None)
-
-
-def _is_dense(p: Any) -> bool:
-    return all(getattr(p, f"{t}_head_stride") == p.head_dim for t in ("q", "k", "v", "o"))
 
 
 def _log(tmp_path, body: Any, orig_ms: float, sparse_ms: float = 1.0, sc: Scenario = SC) -> tuple[Any, list[dict]]:
@@ -97,7 +93,7 @@ def _late_when_padded(cheat: Any) -> Any:
     def body(p: Any) -> None:
         calls["n"] += 1
         honest(p)
-        if calls["n"] > 2 and not _is_dense(p.params):
+        if calls["n"] > 2 and not is_dense(p.params):
             cheat(p)
 
     return body

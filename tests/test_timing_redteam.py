@@ -22,14 +22,10 @@ from harness.endpoints import CallResult
 from harness.inputs import InputsSpec
 from harness.scenarios import Scenario
 from harness.worker import WorkerJob
-from tests.checker_support import SC, PyKernel, honest, make_runner, run_scenario
+from tests.checker_support import SC, PyKernel, honest, is_dense, make_runner, run_scenario
 
 #: The honest kernel's cost in these tests (ms): sleeps stand for the GPU work the CPU kernels do not have.
 WORK_MS = 4.0
-
-
-def _is_dense(p: Any) -> bool:
-    return all(getattr(p, f"{t}_head_stride") == p.head_dim for t in ("q", "k", "v", "o"))
 
 
 def _costly(t: Any) -> None:
@@ -51,7 +47,7 @@ class _Reporting(PyKernel):
 
     def timed_call(self, params: Any, tail: bool = False) -> CallResult:
         status = self._run(params)
-        left = WORK_MS * 0.95 if self.escape and _is_dense(params) else 0.0
+        left = WORK_MS * 0.95 if self.escape and is_dense(params) else 0.0
         event = WORK_MS - left
         return CallResult(status, event_ms=event, wall_ms=event + left + 0.3, tail_ms=(0.007 + left) if tail else None)
 
@@ -158,7 +154,7 @@ def test_a_dense_timed_call_wrong_on_one_row_is_caught_by_the_whole_output_bound
     def off_on_one_row(t: Any) -> None:
         n["calls"] += 1
         honest(t)
-        if n["calls"] > 2 and _is_dense(t.params):
+        if n["calls"] > 2 and is_dense(t.params):
             t.o[1, -1, 3].add_(0.25)
 
     res = make_runner(PyKernel(off_on_one_row), min_samples=8, max_samples=8).run(SC, 0)

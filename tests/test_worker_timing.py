@@ -26,7 +26,7 @@ from harness.checks import (
 )
 from harness.draws import LAYOUTS, CallDrawer
 from harness.reference import attention_reference
-from tests.checker_support import SC, PyKernel, honest, make_runner
+from tests.checker_support import SC, PyKernel, honest, is_dense, make_runner
 
 BOUNDS = TimedBounds(base_o=1e-3, bound_lse=1e-4, tol_o=1e-2, tol_lse=1e-4, ref_o_max=1e9, mantissa_bits=60)
 # (ref_o_max huge and 60 mantissa bits: the whole-output bound stays 1e-3 whatever the output's magnitude)
@@ -58,7 +58,7 @@ def test_honest_kernel_is_timed_with_one_transfer_per_sample(monkeypatch) -> Non
     real_item = torch.Tensor.item
     monkeypatch.setattr(torch.Tensor, "item", lambda self: item_calls.append(1) or real_item(self))
     runner, (cand, orig, anchors, escaped) = _time(honest, full_rate=0.0)
-    flags = [_is_dense(p) for p in runner.cand.seen]
+    flags = [is_dense(p) for p in runner.cand.seen]
     third = [i for i, f in enumerate(flags) if f][2]  # past max_samples only until 3 dense calls were timed
     assert runner.cand.calls == runner.orig.calls == max(6, third + 1) and anchors == {} and escaped is None
     dense = sum(flags)
@@ -66,12 +66,6 @@ def test_honest_kernel_is_timed_with_one_transfer_per_sample(monkeypatch) -> Non
     n = runner.cand.calls
     assert len(transfers) == n and not item_calls  # one transfer per sample, nothing else reads back
     assert transfers[0] == 14 + 4 * 3 + 2 + 2  # 14 fields; guards: q, k, v, o (before, after, outside the view), lse, ws
-
-
-def _is_dense(p) -> bool:
-    """The call's layout was dense: q, k, v and o with head stride head_dim (harness.buffers' padded layouts
-    add 8)."""
-    return all(getattr(p, f"{t}_head_stride") == p.head_dim for t in ("q", "k", "v", "o"))
 
 
 def test_times_are_taken_over_the_dense_calls_only() -> None:
@@ -84,7 +78,7 @@ def test_times_are_taken_over_the_dense_calls_only() -> None:
 
     def slow_when_padded(t) -> None:
         t0 = time.perf_counter()
-        if not _is_dense(t.params):
+        if not is_dense(t.params):
             time.sleep(0.05)
             honest(t)
             padded_ms.append((time.perf_counter() - t0) * 1e3)
@@ -93,7 +87,7 @@ def test_times_are_taken_over_the_dense_calls_only() -> None:
             dense_ms.append((time.perf_counter() - t0) * 1e3)
 
     runner, (cand, orig, _anchors, _escaped) = _time(slow_when_padded, min_samples=8, max_samples=40)
-    dense = [p for p in runner.cand.seen if _is_dense(p)]
+    dense = [p for p in runner.cand.seen if is_dense(p)]
     assert len(dense) >= 4 and padded_ms  # padded calls were made, and the loop took the dense ones it needs
     assert cand.layout == orig.layout == "dense" and cand.samples == len(dense)
     # the median is a dense call's time: compared with medians (a loaded machine slows both kinds of call
@@ -119,7 +113,7 @@ def test_the_deck_is_half_dense_and_covers_every_pair_in_twelve_calls() -> None:
 
 def _third_dense_call(runner) -> int:
     """1-based index of the third dense call (the loop's other floor: MIN_TIMED_LAYOUT_SAMPLES)."""
-    idx = [i for i, p in enumerate(runner.cand.seen) if _is_dense(p)]
+    idx = [i for i, p in enumerate(runner.cand.seen) if is_dense(p)]
     return idx[2] + 1 if len(idx) >= 3 else len(runner.cand.seen)
 
 
@@ -130,7 +124,7 @@ def test_budget_is_the_loops_wall_time_between_min_and_max_samples(budget_ms, ex
     runner, (cand, orig, _, _) = _time(honest, budget_ms=budget_ms)
     calls = runner.cand.calls
     assert calls == max(expected, _third_dense_call(runner)) and cand.layout == "dense"
-    assert cand.samples == orig.samples == sum(_is_dense(p) for p in runner.cand.seen)
+    assert cand.samples == orig.samples == sum(is_dense(p) for p in runner.cand.seen)
 
 
 def test_budget_counts_harness_overhead_not_only_the_timed_calls(monkeypatch) -> None:
@@ -139,7 +133,7 @@ def test_budget_counts_harness_overhead_not_only_the_timed_calls(monkeypatch) ->
     monkeypatch.setattr(Buffers, "fill_inputs", lambda self, gen, kind, *a: (time.sleep(0.01), real_fill(self, gen, kind, *a))[1])
     runner, (cand, _, _, _) = _time(honest, min_samples=2, max_samples=40, budget_ms=30.0)
     assert 2 <= runner.cand.calls <= max(4, _third_dense_call(runner))
-    assert cand.samples == sum(_is_dense(p) for p in runner.cand.seen)
+    assert cand.samples == sum(is_dense(p) for p in runner.cand.seen)
 
 
 def _modifies_inputs(p: Any) -> None:
