@@ -212,6 +212,7 @@ class Launcher:
         self.lib: KernelLibrary | None = None
         self.arenas: dict[int, tuple[int, int, dict, Any]] = {}  # id -> (base, size, desc, keep)
         self.tasks = live_tasks()  # the launcher's own threads and the CUDA runtime's, before the library
+        self.orphans: list[Any] = []  # host arenas unmapped by the checker while library threads lived (``unmap``)
 
     def threads(self) -> int:
         """Threads alive now that were not before the library was loaded."""
@@ -255,6 +256,12 @@ class Launcher:
             return {"ok": True}
         if op == "unmap":
             _, _, desc, keep = self.arenas.pop(int(msg["id"]))
+            if desc["kind"] == "memfd" and self.threads():
+                # a library thread outlived a call (the checker failed it: work_after_return) and may still write
+                # into this arena: the mapping stays until the process ends, so that late write cannot kill the
+                # launcher and be blamed on the next scenario (the checker's pages are its own again either way)
+                self.orphans.append(keep)
+                return {"ok": True}
             close_arena(desc, keep, self.dev.rt)
             return {"ok": True}
         if self.lib is None:

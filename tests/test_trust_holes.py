@@ -132,6 +132,17 @@ def test_a_thread_alive_after_the_call_is_caught_where_seccomp_is_missing(built:
     assert "still alive after attn_fwd returned" in res.message and "off" in report["warnings"][0]
 
 
+def test_a_write_after_the_scenario_ended_cannot_crash_the_next_scenario(built: Path) -> None:
+    """The thread writes its half 0.2 s after attn_fwd returned: after the failed scenario's arena went back.
+    The launcher keeps a host arena mapped while library threads live (harness/launcher.py ``unmap``), so the
+    late write lands in pages nobody reads and the next scenario is judged for what it does; before, the
+    write hit the unmapped arena and the launcher died with SIGSEGV under the next scenario (a CI flake of
+    2026-12-06, where load delayed the 100 us write past the scenario's end)."""
+    lib, _ = hostkernels.build(built, cheat=11, late_us=200_000)
+    res, _ = _verify(built, lib=lib, sandbox="off", again_after_s=0.5)
+    assert (res.check, res.failure_kind) == ("work_after_return", "work_after_return"), res.message
+
+
 def test_a_thread_started_at_load_refuses_the_library_where_seccomp_is_missing(built: Path) -> None:
     with pytest.raises(LauncherError, match=r"thread\(s\) started by the library were still alive after loading"):
         _verify(built, cheat=12, sandbox="off")

@@ -69,11 +69,12 @@ NO_SANDBOX = f"the full sandbox does not apply on this machine: {_WHY_NOT}"
 
 def _verify(built: Path, cheat: int = 0, probe: int = 0, *, sandbox: str = "on", guard: bool = True,
             samples: int = 3, split: bool = True, seed: int = 11, sc: Scenario = SC, lib: Path | None = None,
-            **job_fields: object) -> tuple:
+            again_after_s: float | None = None, **job_fields: object) -> tuple:
     """Check and time ``sc`` with the candidate built with ``cheat``/``probe`` (or the library ``lib``)
     against the honest build, each in launchers (``split``: the candidate in two, the repeats in the
-    second, as harness/worker.py does; ``job_fields``: further WorkerJob fields). Returns
-    ``(ScenarioResult, candidate sandbox report)``."""
+    second, as harness/worker.py does; ``job_fields``: further WorkerJob fields; ``again_after_s``: run
+    ``sc`` a second time through the same launchers that many seconds after the first, as the worker's
+    next scenario, and return that result). Returns ``(ScenarioResult, candidate sandbox report)``."""
     cand_lib, cand_sha = hostkernels.build(built, cheat=cheat, probe=probe) if lib is None else (lib, _sha(lib))
     orig_lib, orig_sha = hostkernels.build(built)
     arenas = HostArenas()
@@ -88,7 +89,11 @@ def _verify(built: Path, cheat: int = 0, probe: int = 0, *, sandbox: str = "on",
             cand_b.load()
         job = WorkerJob(original_sparse_ms=0.0, candidate_lib=str(cand_lib), original_lib=str(orig_lib), scenarios=[sc], seed=seed, device="cpu",
                         min_samples=samples, max_samples=samples, budget_ms=1e9, **job_fields)
-        res = Runner(job, cand, orig, HostDevice(), allocate=arenas.allocate, free=arenas.free, cand_b=cand_b).run(sc, 0)
+        runner = Runner(job, cand, orig, HostDevice(), allocate=arenas.allocate, free=arenas.free, cand_b=cand_b)
+        res = runner.run(sc, 0)
+        if again_after_s is not None:
+            time.sleep(again_after_s)
+            res = runner.run(sc, 1)
         return res, cand.sandbox
     finally:
         cand.close(), orig.close()

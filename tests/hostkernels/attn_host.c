@@ -178,12 +178,15 @@ static void second_half(void) {
 typedef int (*create_fn)(unsigned long*, const void*, void* (*)(void*), void*);
 #endif
 #if CHEAT == 11 || CHEAT == 12
+#ifndef LATE_US
+#define LATE_US 100  /* how long after attn_fwd returned the thread writes its half */
+#endif
 static int (*sleep_us)(unsigned);
 static void* after_return(void* a) {  /* 11: one call's half; 12: every call's, forever */
     (void)a;
     do {
         while (!__atomic_load_n(&pending, __ATOMIC_ACQUIRE)) sleep_us(50);
-        sleep_us(100);  /* attn_fwd has returned by now */
+        sleep_us(LATE_US);  /* attn_fwd has returned by now */
         second_half();
     } while (CHEAT == 12);
     return NULL;
