@@ -23,7 +23,7 @@ import sqlite3
 import threading
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, get_args
 
 from pydantic import BaseModel, Field
 
@@ -283,6 +283,8 @@ class EvolveDB:
         bad = set(fields) - allowed
         if bad:
             raise StoreError(f"cannot update run fields {sorted(bad)}")
+        if "state" in fields and fields["state"] not in get_args(RunState):  # the row would no longer load
+            raise StoreError(f"unknown run state {fields['state']!r}; known: {', '.join(get_args(RunState))}")
         cols = [("config_json" if k == "config" else k) for k in fields]
         vals = [(_dump(v) if k == "config" else v) for k, v in fields.items()]
         self._write(f"UPDATE evolve_runs SET {', '.join(c + ' = ?' for c in cols)}, updated_at = ? WHERE run_id = ?",

@@ -79,11 +79,15 @@ def driven_now(state_dir: Path, run_id: str) -> bool:
     return False
 
 
-def latest_run(db: EvolveDB, campaign_id: str) -> RunRecord | None:
-    """The campaign's most recent run that is still running, else its most recent run, else None."""
+def latest_run(db: EvolveDB, campaign_id: str, state_dir: Path | None = None) -> RunRecord | None:
+    """The campaign's most recent live run, else its most recent run, else None. Live: recorded as running and,
+    where ``state_dir`` is given, driven now: an MCP run (its server drives it) or one whose ``attnq evolve`` process
+    holds the driver lock (:func:`driven_now`). A run whose driver died before it could record its stop is not
+    preferred over a newer run (``attnq evolve export`` once wrote a killed run's best, not the finished newer one's)."""
     runs = db.runs(campaign_id)
-    running = [r for r in runs if r.state == "running"]
-    return (running or runs or [None])[-1]
+    live = [r for r in runs if r.state == "running" and (
+        state_dir is None or r.config.get("mutator") == "mcp" or driven_now(state_dir, r.run_id))]
+    return (live or runs or [None])[-1]
 
 
 #: An evolve run's name: also its folder under ``<state>/evolve/`` (programs), so no path separators or dots first.

@@ -238,7 +238,7 @@ def _expand(table: dict[str, Any], *, grid: bool) -> list[dict[str, Any]]:
             b, s = _pair("batch_seqlen", f.pop("batch_seqlen"))
             f["batch"] = b
             f.setdefault("seqlen", s)
-        if "seqlen" in f:
+        if "seqlen" in f:  # a shorthand: seqlen_q / seqlen_k given beside it override it (production: seqlen_q = 1)
             s = f.pop("seqlen")
             f.setdefault("seqlen_q", s)
             f.setdefault("seqlen_k", s)
@@ -351,8 +351,8 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
             raise fail(kind, index, [], f"cannot expand this table into scenarios ({type(exc).__name__}: {exc}); "
                                         "see the [[grid]] / [[scenario]] example in docs/checks.md") from None
         for f in fields:
-            try:
-                sc = Scenario(**f)
+            try:  # strict: TOML has its own types, and "no" or 1 must not pass for a bool, "4" or 4.0 for an int
+                sc = Scenario.model_validate(f, strict=True)
             except ValidationError as exc:
                 errs = sorted(exc.errors(), key=lambda e: e.get("type") != "extra_forbidden")  # unknown keys first
                 keys, msg = describe_error(errs[0], DIST_NAMES)

@@ -291,7 +291,8 @@ class CampaignStore(HumanQuestionTables, ImportTables):
         if not create and campaign_id is not None and campaign_id not in self.campaign_ids():
             known = ", ".join(self.campaign_ids()) or "none"
             self._conn.close()
-            raise InputError(f"unknown campaign {campaign_id!r}; known campaigns: {known}")
+            raise InputError(f"unknown campaign {campaign_id!r}; known campaigns: {known} "
+                             f"(to start it: attnq trace use --new {campaign_id})")
         self._ensure_campaign(self.campaign_id)
 
     @classmethod

@@ -1489,6 +1489,17 @@ __device__ __forceinline__ static void run(float (&d)[32], const uint32_t (&a)[4
 };
 
 template <>
+struct WgRS<__nv_bfloat16, 96> {
+__device__ __forceinline__ static void run(float (&d)[48], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, {%48,%49,%50,%51}, %52, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+
+template <>
 struct WgRS<__nv_bfloat16, 128> {
 __device__ __forceinline__ static void run(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
     asm volatile(
@@ -1627,6 +1638,17 @@ __device__ __forceinline__ static void run(float (&d)[32], const uint32_t (&a)[4
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+};
+
+template <>
+struct WgRS<__half, 96> {
+__device__ __forceinline__ static void run(float (&d)[48], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, {%48,%49,%50,%51}, %52, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 };
@@ -2051,6 +2073,15 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_TRACE
 #define ATTN_WS_TRACE 0  // debug build (session 12): clock64 marks of each consumer's issue points (scripts/ws_trace.py)
 #endif
+#ifndef ATTN_WS_D96N
+#define ATTN_WS_D96N 0  // session 15 candidate: head_dim 96 on the padded d128 kernel without the padding's work: S over
+#endif                  // 6 k-steps (not 8), O += P V as m64n96k16 (O in 48 registers, not 64): 25 % less MMA and rescale
+#ifndef ATTN_WS_NWG96
+#define ATTN_WS_NWG96 2  // session 15 candidate: consumer warpgroups of the d96 kernel (3: 192 rows per CTA, FA3's tile
+#endif                   // height for head_dim 96; one softmax in three hidden behind the other two's MMAs)
+#ifndef ATTN_WS_BN96
+#define ATTN_WS_BN96 128  // with ATTN_WS_NWG96 3: the d96 key-tile width (causal or not)
+#endif
 #ifndef ATTN_WS_TMA_O_VBUF
 #define ATTN_WS_TMA_O_VBUF 0  // session 10 candidate: O staged over the V ring instead of Q's buffer (FA3's choice), so the
 #endif                        // next tile's Q loads early; the producer holds the next tile's first V until the store read it
@@ -2290,7 +2321,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 const __grid_constant__ CUtensorMap tmO
 #endif
     ) {
-    constexpr int BM = 64 * NWG, NC = BN / 8, NO = D / 8, DB = D / 64;
+    // ATTN_WS_D96N: O holds DR columns (NO chunks of 8) and the MMAs skip the zero padding (KD k-steps of S)
+    constexpr int DO = ATTN_WS_D96N ? DR : D;
+    constexpr int BM = 64 * NWG, NC = BN / 8, NO = DO / 8, DB = D / 64, KD = DO / 16;
     // SMSPLIT 1: everywhere; 2: where ptxas keeps it without spills (not d256, not d128 with BN > 128)
     constexpr bool SPLIT = ATTN_WS_SMSPLIT == 1 || (ATTN_WS_SMSPLIT == 2 && D != 256 && !(D == 128 && BN > 128));
     constexpr bool MERGE = ws_merge<D>();
@@ -2304,6 +2337,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     static_assert(!VB || (TO && !QB && !MERGE && 64 * NWG <= ST * BN), "VB: O staged over the V ring, unmerged");
     static_assert(!KS || (!TO && !QB), "KS: partials leave through plain stores");
     static_assert(DR <= D && DR % 8 == 0 && (DR == D || !KS), "DR: a padded head_dim, not on the split path");
+    static_assert(DO % 16 == 0, "ATTN_WS_D96N: the real head_dim in whole k-steps");
     static_assert(NWG <= kTrWgs, "ATTN_WS_TRACE's layout has room for kTrWgs consumer warpgroups");
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -2594,7 +2628,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             wg_fence();
             const uint64_t dk = dadd(dk0, (uint32_t)(stage * (kKV >> 4)));
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk)
+            for (int kk = 0; kk < KD; ++kk)
                 WgSS<T, BN>::run(s, dadd(dq0, ((kk >> 2) * (BM * 128) + (kk & 3) * 32) >> 4),
                                  dadd(dk, ((kk >> 2) * (BN * 128) + (kk & 3) * 32) >> 4), kk > 0);
             wg_commit();
@@ -2603,7 +2637,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             wg_fence();
             const uint64_t dv = dadd(dv0, (uint32_t)(stage * (kKV >> 4)));
 #pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk) WgRS<T, D>::run(o, pa[kk], dadd(dv, kk * (16 * 128 >> 4)));
+            for (int kk = 0; kk < BN / 16; ++kk) WgRS<T, DO>::run(o, pa[kk], dadd(dv, kk * (16 * 128 >> 4)));
             wg_commit();
         };
 #define WS_KBUF(st) (st)
@@ -2612,7 +2646,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         auto issue_s = [&](uint32_t kbuf) {
             wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
+            for (int kk = 0; kk < KD; ++kk) {
                 const uint32_t qa = sQ + (kk >> 2) * (BM * 128) + cw * (64 * 128) + (kk & 3) * 32;
                 const uint32_t kb = kbuf + (kk >> 2) * (BN * 128) + (kk & 3) * 32;
                 WgSS<T, BN>::run(s, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024), kk > 0);
@@ -2623,7 +2657,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < BN / 16; ++kk)
-                WgRS<T, D>::run(o, pa[kk], wg_desc(vbuf + kk * (16 * 128), BN * 128, 1024));
+                WgRS<T, DO>::run(o, pa[kk], wg_desc(vbuf + kk * (16 * 128), BN * 128, 1024));
             wg_commit();
         };
 #define WS_KBUF(st) (sK + (st) * kKV)
@@ -2998,7 +3032,9 @@ int dispatch_ws(const KParams& kp, int D, bool bf16, int num_sms, cudaStream_t s
         case 192: return launch_ws<192, ATTN_WS_BN192, 2, true, 2, T>(kp, bf16, num_sms, stream);
 #endif
 #if ATTN_WS_D96
-        case 96: return launch_ws_d128<T, 96>(kp, bf16, num_sms, stream);  // a third more MMA than needed
+        case 96:  // on the d128 kernel (a third more MMA than needed unless ATTN_WS_D96N)
+            if (ATTN_WS_NWG96 == 3) return launch_ws<128, ATTN_WS_BN96, ATTN_WS_ST128, true, 3, T, 96>(kp, bf16, num_sms, stream);
+            return launch_ws_d128<T, 96>(kp, bf16, num_sms, stream);
 #endif
     }
     return -1;

@@ -163,6 +163,8 @@ def test_mcp_add_question_refuses_what_the_cli_refuses(tmp_path: Path) -> None:
 
 def test_questions_demote_from_the_cli(tmp_path: Path) -> None:
     text = "Is the softmax rescale on the critical path?"
+    for name in ("b", "a"):  # campaigns are started explicitly (a --campaign typo is refused, not created)
+        assert attnq("trace", "use", "--new", name, cwd=tmp_path).returncode == 0
     assert attnq("questions", "add", text, "--campaign", "a", cwd=tmp_path).returncode == 0
     out = attnq("questions", "add", text, "--campaign", "b", "--json", cwd=tmp_path).stdout
     qid = json.loads(out)["promoted"]["id"]

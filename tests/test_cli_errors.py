@@ -223,11 +223,17 @@ def test_good_campaign_names() -> None:
         assert validate_campaign_id(name) == name
 
 
-def test_read_only_commands_refuse_unknown_campaign(ws: Path) -> None:
+def test_every_command_refuses_an_unknown_campaign(ws: Path) -> None:
+    """Reading and writing commands alike: a --campaign typo would otherwise start a campaign and record into it
+    (a newcomer's claims and questions split off from the real campaign; trial of 2026-12-06)."""
     assert attnq("trace", "use", "--new", "alpha", cwd=ws).stdout.strip() == "active campaign: alpha (new)"
-    for args in (["trace", "show", "--campaign", "nosuch"], ["trace", "export", "--campaign", "nosuch"]):
+    for args in (["trace", "show", "--campaign", "nosuch"], ["trace", "export", "--campaign", "nosuch"],
+                 ["reflect", "--campaign", "nosuch"], ["declare", "done", "it is done", "--campaign", "nosuch"],
+                 ["questions", "add", "Is the typo campaign created?", "--campaign", "nosuch"],
+                 ["questions", "list", "--campaign", "nosuch"]):
         line = plain_error(attnq(*args, cwd=ws))
         assert "unknown campaign 'nosuch'" in line and "default" in line and "alpha" in line, line
+        assert "attnq trace use --new nosuch" in line, line
     ids = [c["campaign_id"] for c in json.loads(attnq("trace", "campaigns", "--json", cwd=ws).stdout)]
     assert sorted(ids) == ["alpha", "default"]
     assert attnq("trace", "show", "--campaign", "alpha", cwd=ws).returncode == 0

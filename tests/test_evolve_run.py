@@ -18,7 +18,7 @@ from evolve.engine import Budget, Search
 from evolve.mutators import KnobMutator, set_knobs
 from evolve.pool import LocalPool
 from evolve.report import build_report
-from harness.errors import InputError
+from harness.errors import InputError, StoreError
 from tests.evolve_support import SEED, fingerprint, knob_config, run_knob, state_dir
 
 
@@ -313,3 +313,31 @@ def test_status_says_when_a_running_run_has_no_driver_left(tmp_path_factory: pyt
     out = status()
     assert "o1 (campaign default): running" in out, out
     assert "no attnq evolve process drives it now" in out and "attnq evolve --run o1" in out, out
+
+
+def test_reading_commands_pick_the_newest_run_over_one_whose_driver_died(tmp_path: Path) -> None:
+    """Found as a new user: a run killed before it recorded its stop stays `running`, and `attnq evolve export`
+    (report, status without --run) took it over the newer finished run. Without a driver it is not live; an MCP run
+    (its server drives it) and a run whose driver holds the lock are."""
+    import time
+
+    from evolve.driver import latest_run, run_lock
+
+    with EvolveDB.for_state_dir(tmp_path) as db:
+        db.create_run("dead-1", "default", arm="a", seed=1, config={"mutator": "knob"})
+        db.update_run("dead-1", state="running")
+        time.sleep(0.01)  # created_at orders the runs
+        db.create_run("new-2", "default", arm="a", seed=1, config={"mutator": "knob"})
+        db.update_run("new-2", state="budget", stop_reason="max evaluations")
+        assert latest_run(db, "default", tmp_path).run_id == "new-2"
+        assert latest_run(db, "default").run_id == "dead-1"  # no state dir to ask: running first, as the MCP tools do
+        with run_lock(tmp_path, "dead-1"):  # a live driver: its run is the one to read
+            assert latest_run(db, "default", tmp_path).run_id == "dead-1"
+        db.create_run("mcp-3", "default", arm="a", seed=1, config={"mutator": "mcp"})
+        db.update_run("mcp-3", state="running")
+        time.sleep(0.01)
+        db.create_run("new-4", "default", arm="a", seed=1, config={"mutator": "knob"})
+        assert latest_run(db, "default", tmp_path).run_id == "mcp-3"  # the server drives it: no lock file
+        with pytest.raises(StoreError, match="unknown run state 'finished'"):  # a row that would no longer load
+            db.update_run("new-4", state="finished")
+        assert db.run("new-4").state == "running"

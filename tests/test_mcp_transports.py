@@ -82,6 +82,26 @@ def test_example_configs_are_the_generated_ones() -> None:
         assert "attnq mcp-config" in readme.read_text(), readme
 
 
+def test_mcp_config_refuses_a_suite_the_server_could_not_load_and_writes_files_absolute(tmp_path: Path) -> None:
+    """A misspelled --suite was written verbatim and the client's server then died at start ("Connection closed"
+    was all the client showed; trial of 2026-12-06); a relative suite file was written relative."""
+    def mcp_config(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "attnq", "mcp-config", *args], capture_output=True, text=True,
+                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+
+    for bad in ("quik", "nosuch.toml"):
+        r = mcp_config("cursor", "--suite", bad)
+        assert r.returncode == 2 and r.stdout == "" and ("unknown suite 'quik'" in r.stderr or
+                                                          "does not exist" in r.stderr), r.stderr
+        assert "Traceback" not in r.stderr
+    (tmp_path / "mine.toml").write_text((REPO / "harness" / "suites" / "quick.toml").read_text())
+    r = mcp_config("cursor", "--suite", "mine.toml")
+    assert r.returncode == 0, r.stderr
+    env = json.loads(r.stdout)["mcpServers"]["attnq"]["env"]
+    assert env["ATTNQ_SUITE"] == str((tmp_path / "mine.toml").resolve())
+    assert json.loads(mcp_config("cursor", "--suite", "full").stdout)["mcpServers"]["attnq"]["env"]["ATTNQ_SUITE"] == "full"
+
+
 CLIENT_NAMES = ("claude-code", "codex", "cursor", "vscode", "gemini")
 
 

@@ -32,3 +32,14 @@ def test_the_seqlen_filter_and_the_class_floor_bite() -> None:
     assert set(pv.keep_rows(RUN42["base"], 2048)) == {k for k in RUN42["base"] if not k.endswith(("_s512", "_s1024"))}
     assert pv.pick(RUN42, class_floor=0.999)[0] == "base"  # d96 loses ~1 % on d128 non-causal
     assert pv.pick({"base": {"d64_n_s512": 1.0}})[0] == "base"  # no FA3: nothing to compare with
+
+
+def test_dims_and_only_answer_one_question_each_from_one_bench() -> None:
+    """Run 42 benched d96 (a d96-only change) beside bn160 (a d128 one): on the d96 rows d96 wins by ~1.57x; on the
+    d128 rows nothing beats base (d96 costs ~1 % there, bn160 ~2 %); --only drops the other variants."""
+    best96, t96 = pv.pick(RUN42, dims={96}, min_seqlen=512)
+    assert best96 == "d96" and t96["d96"][1] == pytest.approx(1.567, abs=1e-3)
+    best128, t128 = pv.pick(RUN42, dims={128}, only={"bn160"})
+    assert best128 == "base" and set(t128) == {"base", "bn160"} and t128["bn160"][1] < 0.99
+    assert set(pv.keep_dims(RUN42["base"], {96})) == {k for k in RUN42["base"] if k.startswith("d96_")}
+    assert pv.keep_dims({"d96_n_s512": 1.0, "check_failures": []}, {128}) == {"check_failures": []}

@@ -81,6 +81,13 @@ _ONE = "[[scenario]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[4, 4]\nhead_dim=64\nc
         ("[[grid]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[[5, 2]]\nhead_dim=64\ncausal=true\n", "not divisible"),
         ("[[grid]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[[4, 2]]\nhead_dim=60\ncausal=true\n", "head_dim"),
         ("[[scenario]]\ngroup='g'\nbatch=0\nseqlen=4\nheads=[4, 2]\nhead_dim=64\ncausal=true\n", "invalid scenario"),
+        # TOML has its own types: a string or an integer is no bool, a string or a float no int (trial of 2026-12-06)
+        ("[[scenario]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[4, 2]\nhead_dim=64\ncausal='no'\n",
+         r"line 7: \[\[scenario\]\] #1: invalid scenario: causal: .*boolean"),
+        ("[[scenario]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[4, 2]\nhead_dim=64\ncausal=1\n", "causal: .*boolean"),
+        ("[[scenario]]\ngroup='g'\nbatch='4'\nseqlen=4\nheads=[4, 2]\nhead_dim=64\ncausal=true\n", "batch: .*integer"),
+        ("[[scenario]]\ngroup='g'\nbatch=1\nseqlen=4\nheads=[4, 2]\nhead_dim=64.0\ncausal=true\n",
+         "head_dim: .*integer"),
         ("name = 'x'\n", "no scenarios"),
         ("bogus = 1\n", "unknown top-level"),
         ("name = 0\n" + _ONE, r"bad\.toml line 1: name must be a string \(in quotes\), not a TOML integer"),

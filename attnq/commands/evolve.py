@@ -188,7 +188,7 @@ def _seed_only(search: Any, pool: Any) -> Any:
     return search.run
 
 
-def _pick_run(db: Any, campaign: str, run_id: str | None) -> Any:
+def _pick_run(db: Any, campaign: str, run_id: str | None, state_dir: Path) -> Any:
     from evolve.driver import latest_run
 
     if run_id is not None:
@@ -196,7 +196,7 @@ def _pick_run(db: Any, campaign: str, run_id: str | None) -> Any:
         if rec.campaign_id != campaign:
             raise InputError(f"evolve run {run_id!r} belongs to campaign {rec.campaign_id!r}")
         return rec
-    rec = latest_run(db, campaign)
+    rec = latest_run(db, campaign, state_dir)
     if rec is None:
         raise InputError(f"campaign {campaign!r} has no evolve run yet: start one with `attnq evolve --from FILE`")
     return rec
@@ -228,7 +228,7 @@ def _read(args: argparse.Namespace) -> int:
             print(json.dumps([s.model_dump(mode="json") for s in sts], indent=2) if args.json
                   else "\n\n".join(render_status(s) + _orphan_note(settings.state_dir, s) for s in sts))
             return 0
-        rec = _pick_run(db, campaign, args.run)
+        rec = _pick_run(db, campaign, args.run, settings.state_dir)
         if args.action == "report":
             rep = build_report(db, rec)
             print(rep.model_dump_json(indent=2) if args.json else render_report(rep))

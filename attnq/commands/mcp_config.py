@@ -15,9 +15,10 @@ import json
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
-from harness.scenarios import suite_choices_text
+from harness.scenarios import load_suite, suite_choices_text
 
 CLIENTS = ("claude-code", "codex", "cursor", "vscode", "gemini", "command")
 #: The interpreter path the files in examples/clients/ are written for (replace it with yours, or
@@ -67,9 +68,19 @@ def render(client: str, *, python: str | None = None, suite: str = "quick") -> s
     return json.dumps(doc, indent=2) + "\n"
 
 
+def config_suite(suite: str) -> str:
+    """The ATTNQ_SUITE to write: a built-in name as given, a suite file as an absolute path (the client starts the
+    server in a directory of its own). Raises InputError (harness.scenarios.load_suite) for an unknown suite or a
+    file that does not load, here and not when the client starts the server (whose only message is then
+    "Connection closed")."""
+    load_suite(suite)
+    path = Path(suite)
+    return str(path.resolve()) if path.suffix == ".toml" or path.exists() else suite
+
+
 def run(args: argparse.Namespace) -> int:
     """Handler: print the configuration on stdout."""
-    sys.stdout.write(render(args.client, python=args.python, suite=args.suite))
+    sys.stdout.write(render(args.client, python=args.python, suite=config_suite(args.suite)))
     return 0
 
 

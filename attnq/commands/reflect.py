@@ -86,11 +86,13 @@ def check_workspace(workspace: Path) -> None:
         raise InputError(f"workspace {workspace} {what}: create it first or fix the path")
 
 
-def open_store(args: argparse.Namespace, *, create: bool = True) -> tuple[Settings, CampaignStore]:
+def open_store(args: argparse.Namespace, *, create: bool = False) -> tuple[Settings, CampaignStore]:
     """Settings and the workspace's campaign store (campaign from ``--campaign`` or the active one).
 
-    ``create=False`` (read-only commands): an unknown ``--campaign`` is refused (InputError listing the
-    known campaigns) instead of created. A ``--campaign`` that is not a slug is always refused.
+    An unknown ``--campaign`` is refused (InputError listing the known campaigns and how to start one:
+    ``attnq trace use --new NAME``), for writing commands too, so a typo never starts a campaign and
+    splits its records off; ``create=True`` creates it instead. A ``--campaign`` that is not a slug is
+    always refused.
     """
     settings = settings_from(args)
     return settings, CampaignStore.open(settings, campaign_id=getattr(args, "campaign", None), create=create)
