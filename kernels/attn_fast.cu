@@ -3033,7 +3033,7 @@ int dispatch_ws(const KParams& kp, int D, bool bf16, int num_sms, cudaStream_t s
 #endif
 #if ATTN_WS_D96
         case 96:  // on the d128 kernel (a third more MMA than needed unless ATTN_WS_D96N)
-            if (ATTN_WS_NWG96 == 3) return launch_ws<128, ATTN_WS_BN96, ATTN_WS_ST128, true, 3, T, 96>(kp, bf16, num_sms, stream);
+            if constexpr (ATTN_WS_NWG96 == 3) return launch_ws<128, ATTN_WS_BN96, ATTN_WS_ST128, true, 3, T, 96>(kp, bf16, num_sms, stream);
             return launch_ws_d128<T, 96>(kp, bf16, num_sms, stream);
 #endif
     }
