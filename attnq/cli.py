@@ -60,6 +60,16 @@ COMMANDS = ("compile", "scenarios", "verify", "reflect", "declare", "questions",
             "export", "peer_test", "mcp_config", "serve")
 
 
+def _version() -> str:
+    """The installed attnq's version (its package metadata), or ``unknown`` when it is run from a bare checkout."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("attnq")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full parser; each command module adds its own subparser."""
     parser = argparse.ArgumentParser(
@@ -67,9 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Verify, time and question agent-written CUDA attention kernels.",
         epilog=exit_codes_text(None),
     )
+    parser.add_argument("--version", action="version", version=f"attnq {_version()}")
     parser.add_argument("--log-level", default=None, type=str.lower, choices=LOG_LEVELS,
                         help="structlog level on stderr (default: warning)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    fields: dict[str, dict[str, str]] = {}  # command -> {model field: flag dest} (a module's FLAG_FIELDS)
     for name in COMMANDS:
         try:
             module = importlib.import_module(f"attnq.commands.{name}")
@@ -77,13 +89,19 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name == f"attnq.commands.{name}":
                 continue  # command not built yet
             raise
+        before = set(sub.choices)
         module.register(sub)
+        for cmd in set(sub.choices) - before:
+            fields[cmd] = {f: d for d, f in getattr(module, "FLAG_FIELDS", {}).items() if f != d}
     for name, command in sub.choices.items():  # every --help ends with the command's exit codes
         text = exit_codes_text(name)
         command.epilog = text if not command.epilog else f"{command.epilog}\n\n{text}"
-        # dest -> the flag's long spelling, so an invalid value is named as the user typed it
-        command.set_defaults(_flags={a.dest: max(a.option_strings, key=len)
-                                     for a in command._actions if a.option_strings and a.dest != "help"})
+        # dest -> the flag's long spelling, so an invalid value is named as the user typed it; a model field set by
+        # a flag of another name (FLAG_FIELDS) is named by that flag too
+        flags = {a.dest: max(a.option_strings, key=len) for a in command._actions
+                 if a.option_strings and a.dest != "help"}
+        flags.update({f: flags[d] for f, d in fields.get(name, {}).items() if d in flags})
+        command.set_defaults(_flags=flags)
     return parser
 
 

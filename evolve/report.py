@@ -265,8 +265,12 @@ def build_report(db: EvolveDB, run: RunRecord) -> Report:
                   duplicates=_duplicates(programs), arms=[arm_summary(db, r) for r in group])
 
 
-def _fx(x: float | None) -> str:
-    return f"{x:.4f}x" if x is not None else "-"
+def _fx(x: float | None, evaluator: str = "harness") -> str:
+    """A fitness: a geomean speedup (``1.0312x``) from the harness evaluator; the compile_facts evaluator's CPU
+    stand-in is a score, not a speedup, and says so (``0.8678 score``)."""
+    if x is None:
+        return "-"
+    return f"{x:.4f}x" if evaluator == "harness" else f"{x:.4f} score"
 
 
 def render_status(st: RunStatus) -> str:
@@ -280,25 +284,28 @@ def render_status(st: RunStatus) -> str:
              + (f"; {st.evaluations_per_hour:.0f} evaluations/h" if st.evaluations_per_hour else "")
              + (f"; {st.gpu_s_per_evaluation:.1f} GPU s/evaluation" if st.gpu_s_per_evaluation else "")]
     if st.best:
-        lines.append(f"  best #{st.best.id} (generation {st.best.generation}): {_fx(st.best.fitness)} on {st.best.stage}"
+        fit = _fx(st.best.fitness, st.evaluator)
+        lines.append(f"  best #{st.best.id} (generation {st.best.generation}): {fit} on {st.best.stage}"
                      + (", goal met" if st.best.goal_met else "") + f"  {st.best.path}")
-    lines.append("  islands: " + ", ".join(f"{i.island}: {i.size} programs, best {_fx(i.best_fitness_quick)}"
+    lines.append("  islands: " + ", ".join(f"{i.island}: {i.size} programs, "
+                                           f"best {_fx(i.best_fitness_quick, st.evaluator)}"
                                            for i in st.islands) + f"; archive cells {st.archive_cells}")
     return "\n".join(lines)
 
 
 def render_report(rep: Report) -> str:
     """The report as text (markdown tables)."""
+    ev = rep.status.evaluator
     lines = [render_status(rep.status), "", "## Best per generation", "",
              "| gen | children | correct | improved | rejected | best quick | best so far (quick) | best so far (full) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for g in rep.generations:
-        lines.append(f"| {g.generation} | {g.children} | {g.correct} | {g.improved} | {g.rejected} | {_fx(g.best_quick)} "
-                     f"| {_fx(g.best_so_far_quick)} | {_fx(g.best_so_far_full)} |")
+        lines.append(f"| {g.generation} | {g.children} | {g.correct} | {g.improved} | {g.rejected} | {_fx(g.best_quick, ev)} "
+                     f"| {_fx(g.best_so_far_quick, ev)} | {_fx(g.best_so_far_full, ev)} |")
     lines += ["", "## Lineage of the best", ""]
     for r in rep.lineage:
         imp = f" ({r.improvement:+.2%})" if r.improvement is not None else ""
-        lines.append(f"- #{r.id} gen {r.generation}: quick {_fx(r.fitness_quick)}{imp}, full {_fx(r.fitness_full)}"
+        lines.append(f"- #{r.id} gen {r.generation}: quick {_fx(r.fitness_quick, ev)}{imp}, full {_fx(r.fitness_full, ev)}"
                      + (f" — {r.question_id}: {r.question}" if r.question_id else " — seed")
                      + (f" ({r.change})" if r.change else ""))
     for title, rows in (("per question", rep.per_question), ("per layer", rep.per_layer)):
@@ -319,7 +326,7 @@ def render_report(rep: Report) -> str:
                   "| --- | --- | --- | --- | --- | --- |"]
         for a in rep.arms:
             rate = f"{a.improving_rate:.0%}" if a.improving_rate is not None else "-"
-            lines.append(f"| {a.run_id} | {a.arm} | {a.evaluations} | {_fx(a.best_quick)} | {_fx(a.best_full)} | {rate} |")
+            lines.append(f"| {a.run_id} | {a.arm} | {a.evaluations} | {_fx(a.best_quick, ev)} | {_fx(a.best_full, ev)} | {rate} |")
     return "\n".join(lines)
 
 

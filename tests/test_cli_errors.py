@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -70,6 +71,13 @@ def test_invalid_environment_values(ws: Path, env: dict[str, str], field: str) -
 def test_a_flag_value_is_not_blamed_on_the_variable(ws: Path) -> None:
     line = plain_error(attnq("serve", "--goal-speedup", "-1", cwd=ws, env={"ATTNQ_GOAL_SPEEDUP": "2"}))
     assert "invalid value: --goal-speedup:" in line and "ATTNQ_" not in line, line
+
+
+def test_an_evolve_setting_is_named_by_its_flag_not_by_the_config_field(ws: Path) -> None:
+    """--max-evals sets EvolveConfig.max_evaluations; the refusal names what the user typed (trial of 2026-12-06)."""
+    for flag, value in (("--max-evals", "-3"), ("--generations", "-1"), ("--parallel", "0")):
+        line = plain_error(attnq("evolve", flag, value, "--evaluator", "compile_facts", cwd=ws))
+        assert f"invalid value: {flag}:" in line and "max_evaluations" not in line, line
 
 
 def test_a_list_variable_that_is_not_json(ws: Path) -> None:
@@ -269,3 +277,12 @@ def test_an_unknown_log_level_is_said_not_ignored(ws: Path) -> None:
     r = attnq("questions", "list", cwd=ws, env={"ATTNQ_LOG_LEVEL": "loud"})
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "ATTNQ_LOG_LEVEL='loud' is not one of debug, info, warning" in r.stderr, r.stderr
+
+
+def test_version_and_the_mcp_config_help(ws: Path) -> None:
+    """`attnq --version` answers (it was "the following arguments are required: COMMAND"), and mcp-config's help
+    keeps its example apart from the exit codes (they ran together; trial of 2026-12-06)."""
+    r = attnq("--version", cwd=ws)
+    assert r.returncode == 0 and re.fullmatch(r"attnq \d+\.\d+\.\d+\S*\n", r.stdout), (r.stdout, r.stderr)
+    text = attnq("mcp-config", "--help", cwd=ws).stdout
+    assert "\nExit codes: 0 done" in text and ") Exit codes" not in text, text

@@ -6,6 +6,7 @@ candidate that `attnq compile`/`attnq verify` accept."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,8 @@ def test_cli_status_report_export_and_the_exported_file_is_a_candidate(climbed, 
     assert main(["evolve", "report", "--run", "climb"]) == 0
     text = capsys.readouterr().out
     assert "## Best per generation" in text and "## Lineage of the best" in text and "knob:TILE" in text
+    # the compile_facts evaluator's CPU stand-in is a score, never printed as a speedup (trial of 2026-12-06)
+    assert " score on full" in text and not re.search(r"\d\.\d{4}x", text), text
     assert main(["evolve", "export", "-o", "best.cu"]) == 0
     best = db.program(status[0]["best"]["id"])
     assert (tmp_path / "best.cu").read_text() == best.source_text

@@ -36,8 +36,9 @@ from harness.errors import InputError
 
 ACTIONS = ("run", "status", "report", "export", "trace")
 
-#: flag dest -> EvolveConfig field (None values are left to the config's defaults / ATTNQ_EVOLVE_*)
-_FIELDS = {
+#: flag dest -> EvolveConfig field (None values are left to the config's defaults / ATTNQ_EVOLVE_*); attnq/cli.py
+#: also reads it to name a refused field by its flag (``--max-evals``, not ``max_evaluations``)
+FLAG_FIELDS = _FIELDS = {
     "seed": "seed", "arm": "arm", "mutator": "mutator", "mutator_cmd": "mutator_cmd", "parallel": "parallel_mutators",
     "mutator_timeout": "mutator_timeout_s", "islands": "islands", "island_size": "island_size",
     "children": "children_per_generation", "migration_interval": "migration_interval",

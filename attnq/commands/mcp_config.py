@@ -90,9 +90,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "mcp-config", help="print an MCP client's config for this install (absolute command, works without PATH)",
         description="Print the configuration that makes CLIENT start this install's MCP server: the venv's "
                     "python by absolute path with `-m attnq serve`, so desktop-launched clients find it. "
-                    "`command` prints only that command line (for `claude mcp add attnq -- ...`).",
-        epilog="e.g. attnq mcp-config cursor > .cursor/mcp.json; "
-               "claude mcp add attnq -- $(attnq mcp-config command)")
+                    "`command` prints only that command line, e.g. "
+                    "`claude mcp add attnq -- $(attnq mcp-config command)`; "
+                    "`attnq mcp-config cursor > .cursor/mcp.json` writes Cursor's.")
     p.add_argument("client", choices=CLIENTS)
     p.add_argument("--suite", default="quick",
                    help=f"ATTNQ_SUITE written into the config: {suite_choices_text()} (default quick)")

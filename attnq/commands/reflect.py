@@ -17,10 +17,11 @@ from harness.store import CampaignStore
 from questions.bank import TRIGGERS, Bank, load_bank
 
 
-def add_common_args(p: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
-    """``--workspace DIR``, ``--campaign NAME`` and (optionally) ``--json``."""
+def add_common_args(p: argparse.ArgumentParser, *, json_flag: bool = True,
+                    campaign_help: str = "campaign name (default: the workspace's active campaign)") -> None:
+    """``--workspace DIR``, ``--campaign NAME`` (``campaign_help``: its help text) and (optionally) ``--json``."""
     p.add_argument("--workspace", type=Path, default=None, help="workspace root (default: ATTNQ_WORKSPACE or cwd)")
-    p.add_argument("--campaign", default=None, help="campaign name (default: the workspace's active campaign)")
+    p.add_argument("--campaign", default=None, help=campaign_help)
     if json_flag:
         p.add_argument("--json", action="store_true", help="print the result model as JSON")
 

@@ -117,10 +117,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     """Add ``attnq trace`` and its subcommands."""
     p = subparsers.add_parser("trace", help="export or summarize the campaign store; switch campaigns")
     sub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND", required=True)
-    s = sub.add_parser("export", help="write the whole store (all campaigns) for publication")
+    s = sub.add_parser("export", help="write the store for publication (every campaign, or --campaign NAME's)")
     add_output_args(s)
     s.add_argument("--format", choices=("jsonl", "json"), default="jsonl")
-    add_common_args(s, json_flag=False)
+    add_common_args(s, json_flag=False, campaign_help="export only this campaign (default: every campaign)")
     s.set_defaults(handler=_export)
     s = sub.add_parser("import", help="restore campaigns from a trace written by `attnq trace export`")
     s.add_argument("file", type=Path, help="the trace (jsonl or json; - reads stdin)")
