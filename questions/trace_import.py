@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 from harness.errors import InputError
 from harness.logging import get_logger
 from harness.store import (
+    DEFAULT_CAMPAIGN,
     AskedQuestion,
     AttemptRecord,
     CampaignRecords,
@@ -57,7 +58,7 @@ class ImportResult(BaseModel):
     counts: dict[str, int] = Field(description="kind -> records imported, over every campaign")
     active: str = Field(description="the store's active campaign after the import")
     activated: bool = Field(description="True when the import made an imported campaign active (the store "
-                                        "held no attempts before)")
+                                        "held no attempts before and its active campaign was still `default`)")
 
 
 #: A parsed trace: campaign id -> {"campaign": its campaign record, kind: [(where, record), ...]}.
@@ -197,8 +198,8 @@ def import_trace(store: CampaignStore, data_or_stream: dict[str, Any] | str | Te
     already uses its id, e.g. an unused ``default``; one the store has but never used is filled.
     Every record keeps its fields (attempts their ``seq``, status, geomean, verdict...; questions and claims
     their ``attempt_seq``) and order; scenario rows are rebuilt from the verdicts. When the store held no
-    attempts, the imported campaign the trace marks active (else the first with attempts, else the first)
-    becomes the store's active campaign.
+    attempts and its active campaign is still ``default`` (nobody chose one), the imported campaign the trace
+    marks active (else the first with attempts, else the first) becomes the store's active campaign.
 
     Raises:
         InputError: unreadable trace, wrong format or version, an invalid record (named by line or path), no
@@ -229,7 +230,9 @@ def import_trace(store: CampaignStore, data_or_stream: dict[str, Any] | str | Te
                              f"Import it under a new id: attnq trace import FILE{pick} --as NEW_ID")
     todo = {src: r for src, r in records.items() if src not in skipped}
     activate = None
-    if todo and not any(i.attempts for i in infos.values()):
+    # a fresh store takes the import as its campaign, unless someone chose the active campaign (trace use): a
+    # newcomer's `attnq trace use --new exp2` then `trace import ... --as restored` kept exp2 active only by luck
+    if todo and not any(i.attempts for i in infos.values()) and store.active_campaign() == DEFAULT_CAMPAIGN:
         marked = [r.campaign_id for src, r in todo.items() if per[src]["campaign"].get("active") is True]
         with_attempts = [r.campaign_id for r in todo.values() if r.attempts]
         activate = (marked or with_attempts or [r.campaign_id for r in todo.values()])[0]

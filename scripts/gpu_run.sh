@@ -14,7 +14,7 @@
 #   rowcost: the timed calls' sampled-row reference against a full reference (scripts/measure_row_reference.py)
 #   naive:   kernels/examples/attn_naive.cu on quick
 #   aa / aa_cover: A/A runs (a byte-identical copy of the original as the candidate; AA_SUITES, default
-#         "full full full"; anchors AA_ANCHORS, default flash) with the host-path cover on the anchors only (aa)
+#         "full full full"; anchors AA_ANCHORS, default flash; AA_BUDGET_MS: verify's --budget-ms) with the host-path cover on the anchors only (aa)
 #         and, with ATTNQ_HOST_COVER_ALL=1, on the candidate's and the original's timed calls too (aa_cover: the
 #         launchers run the same ~0.5 ms GPU spin before each timed call, harness/host_cover.py). aa_cover first
 #         runs tests/gpu/test_host_cover.py (the spin lasts as long as the anchors'), and after the runs
@@ -84,7 +84,7 @@ for step in $steps; do
       for suite in ${AA_SUITES:-full full full}; do
         i=$((i + 1))
         ATTNQ_WORKSPACE=/tmp/aa verify_to "aa_$i" "A/A run $i ($suite)" /tmp/aa/attn_original_copy.cu --suite "$suite" \
-          --anchors "${AA_ANCHORS:-flash}" --no-record
+          --anchors "${AA_ANCHORS:-flash}" --no-record ${AA_BUDGET_MS:+--budget-ms $AA_BUDGET_MS}
       done ;;
     aa_cover)
       python3 -m pytest -q -m gpu tests/gpu/test_host_cover.py -p no:cacheprovider 2>&1 | tee "$OUT/logs/host_cover_tests.log" | tail -5

@@ -97,6 +97,16 @@ def test_a_bank_file_error_names_the_key(tmp_path: Path, text: str, message: str
     assert cli_main(["questions", "validate", str(f)]) == 2
 
 
+def test_a_question_with_several_problems_lists_them_all(tmp_path: Path) -> None:
+    """`questions validate` said "(and 3 more)" and hid them (trial of 2026-12-06): each is named now."""
+    f = tmp_path / "mine.toml"
+    f.write_text('[[question]]\nid = "Bad Id"\ntext = "Look at it."\ntriggers = ["bored"]\nlayer = "vibes"\n')
+    with pytest.raises(QuestionBankError) as refused:
+        load_bank_file(f)
+    msg = str(refused.value)
+    assert all(w in msg for w in ("id:", "text:", "triggers", "layer:")) and "more)" not in msg, msg
+
+
 def test_a_bank_file_that_is_not_utf8_is_refused_at_its_line(tmp_path: Path) -> None:
     f = tmp_path / "latin1.toml"
     f.write_bytes(b'[[question]]\nid = "q\xff"\n')

@@ -271,6 +271,17 @@ def test_compile_table_says_static_smem(ws: Path) -> None:
     r = attnq("compile", "k.cu", "--cache-dir", str(ws / "build"), cwd=ws, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "smem(static)" in r.stdout.splitlines()[0], r.stdout
+    assert "dynamic shared memory is sized at launch" in r.stdout, r.stdout
+
+
+def test_compile_table_names_tell_instantiations_apart() -> None:
+    """A 60-character cut left rows of attn_fast.cu's kernels the same (trial of 2026-12-06)."""
+    from attnq.commands.compile import _short_name
+
+    a = "void (anonymous namespace)::attn_fwd_ws<128, 128, 2, true, 2, __half, false, false, false, 96, false>(CUtensorMap)"
+    b = a.replace(", 96, false>", ", 128, false>").replace("__half", "__nv_bfloat16")
+    assert _short_name(a) == "attn_fwd_ws<128, 128, 2, true, 2, half, false, false, false, 96, false>"
+    assert _short_name(b) == "attn_fwd_ws<128, 128, 2, true, 2, bf16, false, false, false, 128, false>"
 
 
 def test_an_unknown_log_level_is_said_not_ignored(ws: Path) -> None:

@@ -221,3 +221,14 @@ def test_cli_reads_a_missing_or_binary_file_as_a_plain_error(tmp_path: Path, cap
     for name in ("missing.jsonl", "bin.jsonl"):
         assert cli_main(["trace", "import", str(tmp_path / name), "--workspace", str(tmp_path)]) == 2
         assert "Traceback" not in capsys.readouterr().err
+
+
+def test_an_import_keeps_the_active_campaign_someone_chose(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fresh store takes the import as its campaign, but not over one chosen with `trace use` (trial of
+    2026-12-06: `trace use --new exp2` then `trace import ... --as restored` made `restored` active)."""
+    ws = ["--workspace", str(tmp_path)]
+    assert cli_main(["trace", "use", "--new", "exp2", *ws]) == 0
+    assert cli_main(["trace", "import", str(STAGE2), "--campaign", "stage2-fa3", "--as", "restored", *ws]) == 0
+    assert "active campaign: exp2 (unchanged; switch with: attnq trace use restored)" in capsys.readouterr().out
+    with CampaignStore.open(Settings(workspace=tmp_path)) as store:
+        assert store.active_campaign() == "exp2" and len(store.attempts("restored")) == len(_file_records("attempt"))

@@ -30,9 +30,11 @@ def _fmt_bytes(n: int) -> str:
     return f"{n / 1024:.1f}K" if n >= 1024 else str(n)
 
 
-def _short_name(name: str, width: int = 60) -> str:
-    """Drop ``(anonymous namespace)::`` and the parameter list: ``attn_fwd_kernel<__half, 128>``."""
-    short = name.replace("(anonymous namespace)::", "")
+def _short_name(name: str, width: int = 120) -> str:
+    """Drop ``(anonymous namespace)::`` and the parameter list, and write the element types short: ``__half`` as
+    ``half``, ``__nv_bfloat16`` as ``bf16`` (``attn_fwd_kernel<half, 128>``); cut at ``width`` characters (the
+    template arguments tell a file's instantiations apart: a 60-character cut left several rows the same)."""
+    short = name.replace("(anonymous namespace)::", "").replace("__nv_bfloat16", "bf16").replace("__half", "half")
     depth = 0
     for i, ch in enumerate(short):  # cut at the first '(' outside template brackets
         depth += ch == "<"
@@ -58,6 +60,8 @@ def format_result(res: CompileResult) -> str:
     lines.insert(1, "-" * len(lines[0]))
     if not res.kernels:
         lines.append("(no kernels reported by ptxas)")
+    if res.kernels:
+        lines.append("(smem(static): ptxas's static shared memory; dynamic shared memory is sized at launch)")
     if not res.sass_available:
         lines.append("(SASS mix: cuobjdump not found on this machine)")
     for w in res.warnings[:10]:

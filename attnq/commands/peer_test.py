@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from attnq.commands.reflect import positive_float
 from harness.export.peer import (
     DEFAULT_SELECT,
     DEFAULT_TIMEOUT_S,
@@ -30,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                      "flash-attention/hopper/test_flash_attn.py")
     p.add_argument("--select", default=DEFAULT_SELECT, help=f"pytest -k expression (default: {DEFAULT_SELECT})")
     p.add_argument("--arch", default=None, help="nvcc arch of the export (default: ATTNQ_ARCH or sm_90a)")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds before pytest is stopped")
+    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S,
+                   help="seconds before pytest is stopped (a finite number > 0)")
     p.add_argument("--json", action="store_true", help="print the PeerReport JSON on stdout")
     p.set_defaults(handler=run)
 

@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"], default=None,
                    help="also run compute-sanitizer with this tool over the candidate on a few small scenarios "
                         "(check `sanitizer`; off by default; its cost is phase_s.sanitize)")
+    p.add_argument("--budget-ms", type=float, default=None,
+                   help="host wall time (ms) of each scenario's timing loop after which sampling stops, once the "
+                        "minimum samples are taken (default 150; fewer samples: faster, noisier times)")
     p.add_argument("--no-policy", action="store_true", help="skip the source/symbol policy (not for campaigns)")
     p.add_argument("--no-record", action="store_true", help="do not record the attempt in the campaign store")
     p.add_argument("--json", action="store_true", help="print the Verdict as JSON")
@@ -118,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         policy=not args.no_policy,
         scenario_timeout_s=args.scenario_timeout,
         sanitize=args.sanitize,
+        **({"budget_ms": args.budget_ms} if args.budget_ms is not None else {}),
     )
     from harness.anchors import require_anchors
     from harness.compile import compile_kernel

@@ -12,15 +12,30 @@ export ATTNQ_STATE=$PWD/.campaign ATTNQ_GOAL_ANCHOR=fa3 PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/x/info.txt
 git log --oneline -1 | tee -a $OUT/x/info.txt
-OUT=$OUT/x PREBUILT=$PWD/.prebuilt VARIANTS="base=;bn176=;bn160=;bn144=;d96n=;d96n3=;d96n3b96=" DIMS=96,128 \
-  CHECK_TIMEOUT=90 BENCH_TIMEOUT=240 bash scripts/kernel_dev.sh > $OUT/x/kernel_dev.log 2>&1
-grep -h "^check" $OUT/x/summary.txt; echo "bench t=$(el)"
 . scripts/gpu_env.sh
+LIBS=$PWD/.prebuilt; V="base bn176 bn160 bn144 d96n d96n3 d96n3b96"
+ls -la $LIBS | tee -a $OUT/x/info.txt
+for n in $V; do  # checks in parallel, one process each (a hang costs one timeout)
+  timeout 150 python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant $n= --prebuilt $LIBS --check-only > /tmp/c_$n.log 2>&1 &
+done
+wait
+ok=()
+for n in $V; do
+  grep -q "check: OK" /tmp/c_$n.log && ok+=(--variant $n=)
+  echo "$n $(grep -h 'check:' /tmp/c_$n.log | head -1)" | tee -a $OUT/x/checks.txt
+  grep -h "^   " /tmp/c_$n.log | head -8 >> $OUT/x/checks.txt
+  tail -3 /tmp/c_$n.log >> $OUT/x/checks.txt
+done
+echo "checked t=$(el)"
+timeout 260 python3 scripts/kernel_bench.py kernels/attn_fast.cu "${ok[@]}" --prebuilt $LIBS --no-check --dims 96,128 \
+  --json $OUT/x/bench.json > $OUT/x/bench.log 2>&1
+tail -4 $OUT/x/bench.log; echo "bench t=$(el)"
 python3 scripts/pick_variant.py $OUT/x/bench.json --dims 128 --only bn176,bn160,bn144 --min-seqlen 512 \
   --class-floor 0.985 --min-gain 0.01 > $OUT/x/decide128.txt 2>&1
 python3 scripts/pick_variant.py $OUT/x/bench.json --dims 96 --only d96n,d96n3,d96n3b96 --min-seqlen 512 \
   --class-floor 0.985 --min-gain 0.02 > $OUT/x/decide96.txt 2>&1
 cat $OUT/x/decide128.txt $OUT/x/decide96.txt
+mkdir -p .state56 && cp $OUT/x/decide128.txt $OUT/x/decide96.txt $OUT/x/bench.json .state56/  # for the next call
 for row in d128_n_s512 d128_n_s1024; do
   timeout 60 python3 scripts/ws_trace.py .prebuilt/tr.so --one $row --skip 0 --bn 128 --json $OUT/x/trace_$row.json > $OUT/x/trace_$row.txt 2>&1
   echo "trace $row rc=$?"; tail -4 $OUT/x/trace_$row.txt
