@@ -2075,7 +2075,8 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #endif
 #ifndef ATTN_WS_D96N
 #define ATTN_WS_D96N 0  // session 15 candidate: head_dim 96 on the padded d128 kernel without the padding's work: S over
-#endif                  // 6 k-steps (not 8), O += P V as m64n96k16 (O in 48 registers, not 64): 25 % less MMA and rescale
+#endif                  // 6 k-steps (not 8), O += P V as m64n96k16 (O in 48 registers, not 64): 25 % less MMA and rescale;
+                        // 2: only S's 6 k-steps (K-major operands, no partial swizzle atom: the safe half)
 #ifndef ATTN_WS_NWG96
 #define ATTN_WS_NWG96 2  // session 15 candidate: consumer warpgroups of the d96 kernel (3: 192 rows per CTA, FA3's tile
 #endif                   // height for head_dim 96; one softmax in three hidden behind the other two's MMAs)
@@ -2321,9 +2322,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 const __grid_constant__ CUtensorMap tmO
 #endif
     ) {
-    // ATTN_WS_D96N: O holds DR columns (NO chunks of 8) and the MMAs skip the zero padding (KD k-steps of S)
-    constexpr int DO = ATTN_WS_D96N ? DR : D;
-    constexpr int BM = 64 * NWG, NC = BN / 8, NO = DO / 8, DB = D / 64, KD = DO / 16;
+    // ATTN_WS_D96N: the MMAs skip the zero padding: S over KD = DR / 16 k-steps (1 and 2); O holds DR columns (NO
+    // chunks of 8) and P V runs at n = DR (1 only)
+    constexpr int DO = ATTN_WS_D96N == 1 ? DR : D;
+    constexpr int BM = 64 * NWG, NC = BN / 8, NO = DO / 8, DB = D / 64, KD = (ATTN_WS_D96N ? DR : D) / 16;
     // SMSPLIT 1: everywhere; 2: where ptxas keeps it without spills (not d256, not d128 with BN > 128)
     constexpr bool SPLIT = ATTN_WS_SMSPLIT == 1 || (ATTN_WS_SMSPLIT == 2 && D != 256 && !(D == 128 && BN > 128));
     constexpr bool MERGE = ws_merge<D>();
@@ -2337,7 +2339,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     static_assert(!VB || (TO && !QB && !MERGE && 64 * NWG <= ST * BN), "VB: O staged over the V ring, unmerged");
     static_assert(!KS || (!TO && !QB), "KS: partials leave through plain stores");
     static_assert(DR <= D && DR % 8 == 0 && (DR == D || !KS), "DR: a padded head_dim, not on the split path");
-    static_assert(DO % 16 == 0, "ATTN_WS_D96N: the real head_dim in whole k-steps");
+    static_assert(DR % 16 == 0 || !ATTN_WS_D96N, "ATTN_WS_D96N: the real head_dim in whole k-steps");
     static_assert(NWG <= kTrWgs, "ATTN_WS_TRACE's layout has room for kTrWgs consumer warpgroups");
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;

@@ -17,6 +17,7 @@ case $P128 in
   bn176|bn160|bn144) sed -i "s/^#define ATTN_WS_BN128N_TMAO 128 /#define ATTN_WS_BN128N_TMAO ${P128#bn} /" $K ;;
 esac
 case $P96 in
+  d96s) sed -i 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 2 /' $K ;;
   d96n) sed -i 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 1 /' $K ;;
   d96n3) sed -i -e 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 1 /' -e 's/^#define ATTN_WS_NWG96 2 /#define ATTN_WS_NWG96 3 /' \
            -e 's/^#define ATTN_WS_BN96 128 /#define ATTN_WS_BN96 112 /' $K ;;
