@@ -374,7 +374,11 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
             if key not in ("suite", "ids", "groups"):
                 raise fail("include", 0, [key], f"unknown key {key!r}{suggest(key, ('suite', 'ids', 'groups'))}; "
                                                 "known keys: suite, ids, groups")
-        base = load_suite(inc.get("suite", "full"), _seen | {path})
+        target = inc.get("suite", "full")
+        beside = path.parent / target  # a file named relative to the including file, wherever attnq runs from
+        if not Path(target).is_absolute() and (Path(target).suffix == ".toml" or beside.exists()) and beside.is_file():
+            target = str(beside)
+        base = load_suite(target, _seen | {path})
         by_id = {s.id: s for s in base.scenarios}
         for sid in inc.get("ids", []):
             if sid not in by_id:

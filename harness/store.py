@@ -288,7 +288,8 @@ class CampaignStore(HumanQuestionTables, ImportTables):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open campaign store {self.path}: {exc}") from exc
         self.campaign_id = campaign_id if campaign_id is not None else self.active_campaign()
-        if not create and campaign_id is not None and campaign_id not in self.campaign_ids():
+        # the active campaign (``default`` in a fresh store) is known before its first record
+        if not create and campaign_id is not None and campaign_id not in (*self.campaign_ids(), self.active_campaign()):
             known = ", ".join(self.campaign_ids()) or "none"
             self._conn.close()
             raise InputError(f"unknown campaign {campaign_id!r}; known campaigns: {known} "

@@ -59,6 +59,10 @@ def pick(data: dict, min_gain: float = 0.02, min_seqlen: int = 0, class_floor: f
     """The variant to adopt and, per variant whose checks passed, ``(vs FA3, vs base, worst class ratio)``
     (without FA3 in the JSON every score is nan and the pick is `base`). ``dims``: only rows of these head_dims;
     ``only``: only these variants (and `base`)."""
+    unknown = sorted((only or set()) - set(data))
+    if unknown:  # a typo would silently leave base as the pick
+        raise ValueError(f"--only names variants the bench does not have: {', '.join(unknown)} "
+                         f"(it has {', '.join(n for n in data if n != 'fa3')})")
     fa3 = keep_dims(keep_rows(data.get("fa3", {}), min_seqlen), dims)
     runs = {n: keep_dims(keep_rows(r, min_seqlen), dims) for n, r in data.items()
             if n != "fa3" and not r.get("check_failures") and (only is None or n in only or n == "base")}
@@ -82,8 +86,11 @@ def main() -> int:
     ap.add_argument("--only", type=lambda t: set(t.split(",")), default=None,
                     help="only these variants (base always stays), e.g. d96n,d96n3")
     args = ap.parse_args()
-    best, table = pick(json.loads(args.bench.read_text()), args.min_gain, args.min_seqlen, args.class_floor,
-                       args.dims, args.only)
+    try:
+        best, table = pick(json.loads(args.bench.read_text()), args.min_gain, args.min_seqlen, args.class_floor,
+                           args.dims, args.only)
+    except ValueError as exc:
+        ap.error(str(exc))
     for n, (g, vb, w) in table.items():
         print(f"{n}: {g:.3f} vs FA3, {vb:.3f} vs base, worst class {w:.3f}", file=sys.stderr)
     print(best)

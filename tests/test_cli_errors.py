@@ -244,6 +244,11 @@ def test_every_command_refuses_an_unknown_campaign(ws: Path) -> None:
         assert "attnq trace use --new nosuch" in line, line
     ids = [c["campaign_id"] for c in json.loads(attnq("trace", "campaigns", "--json", cwd=ws).stdout)]
     assert sorted(ids) == ["alpha", "default"]
+    fresh = ws / "fresh"
+    fresh.mkdir()
+    for args in (["trace", "campaigns"], ["reflect"], ["questions", "list"]):  # the implicit `default`: known
+        r = attnq(*args, "--campaign", "default", cwd=fresh)
+        assert r.returncode == 0, (args, r.stderr)
     assert attnq("trace", "show", "--campaign", "alpha", cwd=ws).returncode == 0
 
 

@@ -43,3 +43,5 @@ def test_dims_and_only_answer_one_question_each_from_one_bench() -> None:
     assert best128 == "base" and set(t128) == {"base", "bn160"} and t128["bn160"][1] < 0.99
     assert set(pv.keep_dims(RUN42["base"], {96})) == {k for k in RUN42["base"] if k.startswith("d96_")}
     assert pv.keep_dims({"d96_n_s512": 1.0, "check_failures": []}, {128}) == {"check_failures": []}
+    with pytest.raises(ValueError, match="--only names variants the bench does not have: bn16O"):
+        pv.pick(RUN42, dims={128}, only={"bn16O"})  # a typo would have left base as the pick, silently

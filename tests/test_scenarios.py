@@ -176,3 +176,16 @@ def test_cli_scenarios_json() -> None:
     assert all(r["flops"] > 0 for r in data["scenarios"])
     bad = subprocess.run([sys.executable, "-m", "attnq", "scenarios", "--suite", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown suite" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_an_include_names_a_file_beside_the_including_one(tmp_path, monkeypatch) -> None:
+    """`[include] suite = "other.toml"` was looked up in the working directory, so `attnq mcp-config --suite
+    /abs/mine.toml` wrote a suite the server, started elsewhere, could not load (review of 2026-12-06)."""
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "other.toml").write_text(_ONE)
+    (tmp_path / "suites" / "mine.toml").write_text('[include]\nsuite = "other.toml"\ngroups = ["g"]\n')
+    monkeypatch.chdir(tmp_path)  # neither file is in the working directory
+    assert load_suite(tmp_path / "suites" / "mine.toml").ids() == load_suite(tmp_path / "suites" / "other.toml").ids()
+    (tmp_path / "suites" / "bad.toml").write_text('[include]\nsuite = "missing.toml"\ngroups = ["g"]\n')
+    with pytest.raises(InputError, match="missing.toml does not exist"):
+        load_suite(tmp_path / "suites" / "bad.toml")

@@ -13,6 +13,7 @@ P128=${P128:-$(tail -1 .state56/decide128.txt 2>/dev/null || echo base)}
 P96=${P96:-$(tail -1 .state56/decide96.txt 2>/dev/null || echo base)}
 echo "picks: d128 $P128, d96 $P96" | tee -a $OUT/x/info.txt
 K=kernels/attn_fast.cu
+cp $K /tmp/attn_fast_before.cu  # what travelled (uncommitted edits included): adopted = what the seds changed
 case $P128 in
   bn176|bn160|bn144) sed -i "s/^#define ATTN_WS_BN128N_TMAO 128 /#define ATTN_WS_BN128N_TMAO ${P128#bn} /" $K ;;
 esac
@@ -25,8 +26,8 @@ case $P96 in
               -e 's/^#define ATTN_WS_BN96 128 /#define ATTN_WS_BN96 96 /' $K ;;
 esac
 grep -n "^#define ATTN_WS_BN128N_TMAO \|^#define ATTN_WS_D96N \|^#define ATTN_WS_NWG96 \|^#define ATTN_WS_BN96 " $K | cut -c1-48 | tee -a $OUT/x/info.txt
-if ! git diff --quiet -- $K; then
-  git diff -- $K > $OUT/x/adopted.diff
+if ! cmp -s $K /tmp/attn_fast_before.cu; then
+  diff /tmp/attn_fast_before.cu $K > $OUT/x/adopted.diff
   timeout 300 python3 -m attnq verify $K --suite full --anchors fa3,cudnn,flash --json > $OUT/x/full.json 2> $OUT/x/full.err
   echo "full(adopted, recorded) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
   tail -3 $OUT/x/full.err
@@ -38,8 +39,9 @@ if ! git diff --quiet -- $K; then
   fi
 fi
 left=$(( ${BUDGET:-570} - $(el) - 10 ))
-if [ $left -gt 190 ]; then  # A/A on full at budget_ms 75: the original against its copy, twice
-  OUT=$OUT/x AA_SUITES="full full" AA_BUDGET_MS=75 timeout $left bash scripts/gpu_run.sh aa > $OUT/x/aa75.log 2>&1
+if [ $left -gt 130 ]; then  # A/A on full at budget_ms 75: the original against its copy, twice (once if short of time)
+  runs="full full"; [ $left -lt 260 ] && runs="full"
+  OUT=$OUT/x AA_SUITES="$runs" AA_BUDGET_MS=75 timeout $left bash scripts/gpu_run.sh aa > $OUT/x/aa75.log 2>&1
   echo "aa75 rc=$? t=$(el)"; grep -h "A/A\|geomean\|wall" $OUT/x/aa75.log | tail -6
 fi
 tar czf $OUT/x.tgz -C $OUT x && rm -rf $OUT/x
