@@ -1705,6 +1705,10 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_
     return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo & 0x3FFFFu) >> 4) << 16) |
            ((uint64_t)((sbo & 0x3FFFFu) >> 4) << 32) | (1ull << 62);
 }
+// The same for a 64-byte-swizzled operand (layout type 2 in bits 62-63; PTX ISA, "Matrix Descriptor Format").
+__device__ __forceinline__ uint64_t wg_desc64(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (wg_desc(addr, lbo, sbo) & ~(3ull << 62)) | (2ull << 62);
+}
 
 constexpr int kWgBM = 128;  // query rows per CTA: 2 warpgroups x 64
 template <int D>
@@ -2076,7 +2080,8 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_D96N
 #define ATTN_WS_D96N 0  // session 15 candidate: head_dim 96 on the padded d128 kernel without the padding's work: S over
 #endif                  // 6 k-steps (not 8), O += P V as m64n96k16 (O in 48 registers, not 64): 25 % less MMA and rescale;
-                        // 2: only S's 6 k-steps (K-major operands, no partial swizzle atom: the safe half)
+                        // 2: only S's 6 k-steps (K-major operands, no partial swizzle atom: the safe half); 3: as 1 with
+                        // V in 64-byte swizzle (three whole 32-column atoms, the layout the PTX ISA defines for n96)
 #ifndef ATTN_WS_NWG96
 #define ATTN_WS_NWG96 2  // session 15 candidate: consumer warpgroups of the d96 kernel (3: 192 rows per CTA, FA3's tile
 #endif                   // height for head_dim 96; one softmax in three hidden behind the other two's MMAs)
@@ -2322,9 +2327,11 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 const __grid_constant__ CUtensorMap tmO
 #endif
     ) {
-    // ATTN_WS_D96N: the MMAs skip the zero padding: S over KD = DR / 16 k-steps (1 and 2); O holds DR columns (NO
-    // chunks of 8) and P V runs at n = DR (1 only)
-    constexpr int DO = ATTN_WS_D96N == 1 ? DR : D;
+    // ATTN_WS_D96N: the MMAs skip the zero padding: S over KD = DR / 16 k-steps (1, 2, 3); O holds DR columns (NO
+    // chunks of 8) and P V runs at n = DR (1, 3); V64 (3): V's stages hold DR / 32 atoms of BN rows x 64 B (64-byte
+    // swizzle, from a map of 32-column boxes), so the n = DR B operand is made of whole atoms
+    constexpr int DO = (ATTN_WS_D96N == 1 || ATTN_WS_D96N == 3) ? DR : D;
+    constexpr bool V64 = ATTN_WS_D96N == 3 && DR < D;
     constexpr int BM = 64 * NWG, NC = BN / 8, NO = DO / 8, DB = D / 64, KD = (ATTN_WS_D96N ? DR : D) / 16;
     // SMSPLIT 1: everywhere; 2: where ptxas keeps it without spills (not d256, not d128 with BN > 128)
     constexpr bool SPLIT = ATTN_WS_SMSPLIT == 1 || (ATTN_WS_SMSPLIT == 2 && D != 256 && !(D == 128 && BN > 128));
@@ -2340,6 +2347,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     static_assert(!KS || (!TO && !QB), "KS: partials leave through plain stores");
     static_assert(DR <= D && DR % 8 == 0 && (DR == D || !KS), "DR: a padded head_dim, not on the split path");
     static_assert(DR % 16 == 0 || !ATTN_WS_D96N, "ATTN_WS_D96N: the real head_dim in whole k-steps");
+    static_assert(!V64 || (DR % 32 == 0 && !VB), "V64: whole 32-column atoms; the V ring is not O's staging");
     static_assert(NWG <= kTrWgs, "ATTN_WS_TRACE's layout has room for kTrWgs consumer warpgroups");
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -2424,11 +2432,19 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                             if (VB && j == 1 && o_it > 0) mbar_wait(bOEmpty, (o_it - 1) & 1);
                             const int g = kv + j - 1, s = g % ST;
                             mbar_wait(WS_EMPTY_V(s), ((g / ST) & 1) ^ 1);
-                            mbar_expect_tx(WS_FULL_V(s), kKV);
+                            if constexpr (V64) {  // DR / 32 boxes of 32 columns, each an atom column of BN x 64 B
+                                mbar_expect_tx(WS_FULL_V(s), BN * DR * 2);
 #pragma unroll
-                            for (int c = 0; c < DB; ++c)
-                                tma_load_4d(sV + s * kKV + c * (BN * 128), &tmV, WS_FULL_V(s), c * 64, (jk + j - 1) * BN,
-                                            hk, w.b);
+                                for (int c = 0; c < DR / 32; ++c)
+                                    tma_load_4d(sV + s * kKV + c * (BN * 64), &tmV, WS_FULL_V(s), c * 32,
+                                                (jk + j - 1) * BN, hk, w.b);
+                            } else {
+                                mbar_expect_tx(WS_FULL_V(s), kKV);
+#pragma unroll
+                                for (int c = 0; c < DB; ++c)
+                                    tma_load_4d(sV + s * kKV + c * (BN * 128), &tmV, WS_FULL_V(s), c * 64,
+                                                (jk + j - 1) * BN, hk, w.b);
+                            }
                         }
                     }
                     kv += w.n_tiles;
@@ -2615,7 +2631,8 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         // Descriptors built once and advanced by constants: the 14-bit start-address field holds addr >> 4 and
         // every shared-memory address of the CTA is below 256 KB, so desc(addr + off) == desc(addr) + off / 16.
         const uint64_t dq0 = wg_desc(sQ + cw * (64 * 128), 16, 1024), dk0 = wg_desc(sK, 16, 1024);
-        const uint64_t dv0 = wg_desc(sV, BN * 128, 1024);
+        // V64: 64-byte swizzle (layout type 2), atoms BN * 64 B apart along N, 8 keys x 64 B along K
+        const uint64_t dv0 = V64 ? wg_desc64(sV, BN * 64, 512) : wg_desc(sV, BN * 128, 1024);
 #if ATTN_WS_DESC32
         // the same sums on the low 32 bits only (no carry leaves the start-address field, as above): the high word
         // (stride byte offset, swizzle) stays a compile-time constant, one 32-bit add per descriptor instead of a
@@ -2639,7 +2656,8 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             wg_fence();
             const uint64_t dv = dadd(dv0, (uint32_t)(stage * (kKV >> 4)));
 #pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk) WgRS<T, DO>::run(o, pa[kk], dadd(dv, kk * (16 * 128 >> 4)));
+            for (int kk = 0; kk < BN / 16; ++kk)
+                WgRS<T, DO>::run(o, pa[kk], dadd(dv, kk * ((V64 ? 16 * 64 : 16 * 128) >> 4)));
             wg_commit();
         };
 #define WS_KBUF(st) (st)
@@ -2659,7 +2677,8 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < BN / 16; ++kk)
-                WgRS<T, DO>::run(o, pa[kk], wg_desc(vbuf + kk * (16 * 128), BN * 128, 1024));
+                WgRS<T, DO>::run(o, pa[kk], V64 ? wg_desc64(vbuf + kk * (16 * 64), BN * 64, 512)
+                                                : wg_desc(vbuf + kk * (16 * 128), BN * 128, 1024));
             wg_commit();
         };
 #define WS_KBUF(st) (sK + (st) * kKV)
@@ -2955,15 +2974,16 @@ EncodeTiledFn encode_tiled() {
 // A 4-d map over [batch, rows, heads, D] (strides in elements) read in boxes of 64 columns x box_rows rows,
 // 128-byte swizzle, zero fill out of bounds.
 bool make_map(CUtensorMap* map, const void* ptr, bool bf16, int D, int rows, int heads, int batch, long long rs,
-              long long hs, long long bs, int box_rows) {
+              long long hs, long long bs, int box_rows, bool sw64 = false) {
     const EncodeTiledFn fn = encode_tiled();
     if (fn == nullptr || rs <= 0 || hs < 0 || bs < 0) return false;
     const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)batch};
     const cuuint64_t strides[3] = {(cuuint64_t)rs * 2, (cuuint64_t)hs * 2, (cuuint64_t)bs * 2};
-    const cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
+    const cuuint32_t box[4] = {sw64 ? 32u : 64u, (cuuint32_t)box_rows, 1, 1};  // sw64: 32 columns = 64 B per row
     const cuuint32_t es[4] = {1, 1, 1, 1};
     return fn(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<void*>(ptr),
-              dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+              dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+              sw64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -2974,7 +2994,8 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     alignas(64) CUtensorMap mq, mk, mv;
     if (!make_map(&mq, kp.q, bf16, DR, kp.sq, kp.hq, kp.batch, kp.q_rs, kp.q_hs, kp.q_bs, 64 * NWG) ||
         !make_map(&mk, kp.k, bf16, DR, kp.sk, kp.hkv, kp.batch, kp.k_rs, kp.k_hs, kp.k_bs, BN) ||
-        !make_map(&mv, kp.v, bf16, DR, kp.sk, kp.hkv, kp.batch, kp.v_rs, kp.v_hs, kp.v_bs, BN))
+        !make_map(&mv, kp.v, bf16, DR, kp.sk, kp.hkv, kp.batch, kp.v_rs, kp.v_hs, kp.v_bs, BN,
+                  ATTN_WS_D96N == 3 && DR < D))  // the kernel's V64
         return -1;
     constexpr int smem = ws_smem_bytes<D, BN, ST, NWG>();
     static_assert(smem <= 227 * 1024, "shared memory");

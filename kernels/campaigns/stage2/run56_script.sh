@@ -2,8 +2,8 @@
 # session 15's plan for the next session's first call (run 56; run 55 never ran: no machine in session 14, no device
 # time in session 15): one bench answers two questions, each on its own rows (pick_variant --dims/--only):
 #   the d128 non-causal key tile (ATTN_WS_BN128N_TMAO 176 / 160 / 144) on the d128 rows, and
-#   head_dim 96 without the padding's MMA (ATTN_WS_D96N: 2 S only, 1 S and P V; on 3 consumer warpgroups:
-#   ATTN_WS_NWG96=3, BN96 112 / 96)
+#   head_dim 96 without the padding's MMA (ATTN_WS_D96N: 2 S only, 1 S and P V, 3 S and P V with V in 64-byte
+#   swizzle; on 3 consumer warpgroups: ATTN_WS_NWG96=3, BN96 112 / 96)
 #   on the d96 rows; libraries prebuilt on the CPU box (.prebuilt). Then the consumers' trace at s512/s1k
 # (prologue-epilogue-share), full with the sparse original (7bf9bc1), profiled, not recorded, and the adversarial and
 # original GPU tests with what is left. Winners are made default and recorded in the next call.
@@ -14,7 +14,7 @@ T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/x/info.txt
 git log --oneline -1 | tee -a $OUT/x/info.txt
 . scripts/gpu_env.sh
-LIBS=$PWD/.prebuilt; V="base bn176 bn160 bn144 d96s d96n d96n3 d96n3b96"
+LIBS=$PWD/.prebuilt; V="base bn176 bn160 bn144 d96s d96n d96v d96n3 d96v3 d96n3b96"
 ls -la $LIBS | tee -a $OUT/x/info.txt
 for n in $V; do  # checks in parallel, one process each (a hang costs one timeout)
   timeout 150 python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant $n= --prebuilt $LIBS --check-only > /tmp/c_$n.log 2>&1 &
@@ -33,7 +33,7 @@ timeout 260 python3 scripts/kernel_bench.py kernels/attn_fast.cu "${ok[@]}" --pr
 tail -4 $OUT/x/bench.log; echo "bench t=$(el)"
 python3 scripts/pick_variant.py $OUT/x/bench.json --dims 128 --only bn176,bn160,bn144 --min-seqlen 512 \
   --class-floor 0.985 --min-gain 0.01 > $OUT/x/decide128.txt 2>&1
-python3 scripts/pick_variant.py $OUT/x/bench.json --dims 96 --only d96s,d96n,d96n3,d96n3b96 --min-seqlen 512 \
+python3 scripts/pick_variant.py $OUT/x/bench.json --dims 96 --only d96s,d96n,d96v,d96n3,d96v3,d96n3b96 --min-seqlen 512 \
   --class-floor 0.985 --min-gain 0.02 > $OUT/x/decide96.txt 2>&1
 cat $OUT/x/decide128.txt $OUT/x/decide96.txt
 mkdir -p .state56 && cp $OUT/x/decide128.txt $OUT/x/decide96.txt $OUT/x/bench.json .state56/  # for the next call

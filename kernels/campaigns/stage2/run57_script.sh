@@ -20,6 +20,9 @@ esac
 case $P96 in
   d96s) sed -i 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 2 /' $K ;;
   d96n) sed -i 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 1 /' $K ;;
+  d96v) sed -i 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 3 /' $K ;;
+  d96v3) sed -i -e 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 3 /' -e 's/^#define ATTN_WS_NWG96 2 /#define ATTN_WS_NWG96 3 /' \
+           -e 's/^#define ATTN_WS_BN96 128 /#define ATTN_WS_BN96 112 /' $K ;;
   d96n3) sed -i -e 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 1 /' -e 's/^#define ATTN_WS_NWG96 2 /#define ATTN_WS_NWG96 3 /' \
            -e 's/^#define ATTN_WS_BN96 128 /#define ATTN_WS_BN96 112 /' $K ;;
   d96n3b96) sed -i -e 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 1 /' -e 's/^#define ATTN_WS_NWG96 2 /#define ATTN_WS_NWG96 3 /' \
