@@ -112,16 +112,10 @@ def preflight(cfg: EvolveConfig) -> None:
 
     require_anchors([cfg.goal_against])
     if cfg.evaluator == "harness" and cfg.backend == "local":
-        from harness.errors import NoGpuError
         from harness.verify import require_gpu
 
         for gpu in cfg.gpus:
-            try:
-                require_gpu(cfg.arch, gpu, what=f"attnq evolve (evaluator harness, GPU {gpu})")
-            except NoGpuError as exc:  # what a newcomer without a GPU can do instead
-                raise NoGpuError(f"{exc}. Without a GPU here: evaluate on a Dask cluster's GPU workers "
-                                 "(--scheduler), or try the search with --evaluator compile_facts (a CPU stand-in "
-                                 "score from the build's facts, not a speedup)") from None
+            require_gpu(cfg.arch, gpu, what=f"attnq evolve (evaluator harness, GPU {gpu})")
 
 
 def kept_on_resume(stored: dict[str, Any], cfg: EvolveConfig) -> dict[str, tuple[Any, Any]]:

@@ -151,6 +151,9 @@ class Scenario(BaseModel):
         return qo + kv + 4 * self.batch * self.num_heads_q * self.seqlen_q
 
 
+#: The suite the goal is judged on (harness.verify.VerifyOptions.goal_suite; questions.triggers.check_goal).
+GOAL_SUITE = "full"
+
 #: Fields beyond the shape (they change the id when set).
 EXTRA_FIELDS = ("softmax_scale", "inputs", "layout", "repeats", "fresh_process")
 #: Keys a [[grid]] / [[scenario]] table may hold: the Scenario fields and the shorthands of _expand.

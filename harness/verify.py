@@ -44,7 +44,7 @@ from harness.sanitize import (
     run_sanitizer,
     to_sanitize,
 )
-from harness.scenarios import Scenario, load_suite, suite_choices_text
+from harness.scenarios import GOAL_SUITE, Scenario, load_suite, suite_choices_text
 from harness.timed_samples import ORIGINAL_SPARSE_MS
 from harness.verdict import CHECKS, Flag, Goal, ScenarioResult, Verdict, geomean
 from harness.worker import WorkerJob
@@ -77,7 +77,7 @@ class VerifyOptions(BaseModel):
     load_timeout_s: float = Field(default=20.0, gt=0, description="limit for loading each library (constructors)")
     goal_speedup: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="goal: geomean speedup >= this")
     goal_against: GoalAgainst = Field(default="original")
-    goal_suite: str = Field(default="full", description="the goal is judged only on a complete run of this suite")
+    goal_suite: str = Field(default=GOAL_SUITE, description="the goal is judged only on a complete run of this suite")
     scenario_ids: list[str] | None = Field(default=None, description="run only these ids of the suite")
     min_samples: int = Field(default=10, ge=3, description="timed samples per scenario, at least")
     max_samples: int = Field(default=30, ge=3, description="timed samples per scenario, at most (once twice that where only the wall clock would "

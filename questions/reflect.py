@@ -120,6 +120,14 @@ def _ask(store: CampaignStore, bank: Bank, settings: Settings, trigger: str | No
                       message=f"[{label}] {evidence} — {q.text}")
 
 
+def goal_suite_ids() -> frozenset[str]:
+    """The scenario ids of the goal suite as it is now (harness.scenarios.GOAL_SUITE, ``full``): a verdict counts
+    toward the goal only if it ran all of them (questions.triggers.check_goal)."""
+    from harness.scenarios import GOAL_SUITE, load_suite
+
+    return frozenset(load_suite(GOAL_SUITE).ids())
+
+
 def _check(trigger: str, store: CampaignStore, settings: Settings) -> TriggerHit:
     attempts = store.attempts()
     if trigger == "stall":
@@ -129,7 +137,7 @@ def _check(trigger: str, store: CampaignStore, settings: Settings) -> TriggerHit
     if trigger == "churn":
         return check_churn(attempts)
     if trigger == "declared_done":
-        return check_goal(attempts, settings.goal_speedup)
+        return check_goal(attempts, settings.goal_speedup, goal_suite_ids())
     return limit_evidence(attempts)
 
 
@@ -205,7 +213,7 @@ def declare(store: CampaignStore, bank: Bank, kind: Literal["limit", "done"], te
         raise InputError("a claim needs its text (what the agent claims, in its words)")
     text = clean_text(text, what="the claim", max_chars=MAX_CLAIM_CHARS)
     attempts = store.attempts(with_source=False)
-    goal = check_goal(attempts, settings.goal_speedup)
+    goal = check_goal(attempts, settings.goal_speedup, goal_suite_ids())
     goal_met = bool(goal.data.get("goal_met", False))
     goal_txt = goal.evidence
     trigger = "declared_done" if kind == "done" else "declared_limit"

@@ -39,6 +39,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from harness.config import Settings
+from harness.scenarios import GOAL_SUITE
 from harness.store import AskedQuestion, AttemptRecord, CampaignStore
 from questions.bank import Trigger
 from questions.compare import (
@@ -410,15 +411,34 @@ def _held_to_goal(a: AttemptRecord, min_speedup: float | None) -> AttemptRecord:
     return a.model_copy(update={"verdict": v.model_copy(update={"goal": goal})})
 
 
-def check_goal(attempts: Sequence[AttemptRecord], min_speedup: float | None = None) -> TriggerHit:
+def _held_to_suite(a: AttemptRecord, goal_ids: frozenset[str] | None) -> AttemptRecord:
+    """``a`` with its verdict's goal marked unmet when it did not run every scenario of the goal suite as it is now
+    (``goal_ids``; None: not checked): a verdict of an older, smaller suite (a trace imported from before the suite
+    grew) proves nothing about the scenarios added since."""
+    v = a.verdict
+    if goal_ids is None or v is None or not v.goal.met or v.suite != GOAL_SUITE:  # only the goal suite meets it
+        return a
+    ran = {s.id for s in v.scenarios}
+    missing = len(goal_ids - ran) if ran else max(0, len(goal_ids) - v.num_scenarios)
+    if not missing:
+        return a
+    goal = v.goal.model_copy(update={"met": False, "reason": (
+        f"verified on {v.num_scenarios} scenarios of {v.suite}; the goal suite now has {len(goal_ids)} "
+        f"({missing} not run then): verify it again")})
+    return a.model_copy(update={"verdict": v.model_copy(update={"goal": goal})})
+
+
+def check_goal(attempts: Sequence[AttemptRecord], min_speedup: float | None = None,
+               goal_ids: frozenset[str] | None = None) -> TriggerHit:
     """Goal check for ``declared_done``: ``fired`` is True when the goal is NOT met (the claim is premature).
 
     Uses ``Verdict.goal`` of the latest verified attempt (any attempt with a verdict) and of the best
     one; when not met the evidence names the failing scenarios (``Verdict.failed``) or the gap. A
     verdict whose goal was set below ``min_speedup`` (the campaign's goal, Settings.goal_speedup)
-    does not count as meeting it.
+    does not count as meeting it, nor one that did not run every scenario id in ``goal_ids`` (the goal
+    suite as it is now; None: not checked).
     """
-    attempts = [_held_to_goal(a, min_speedup) for a in attempts]
+    attempts = [_held_to_suite(_held_to_goal(a, min_speedup), goal_ids) for a in attempts]
     with_v = [a for a in attempts if a.verdict is not None]
     if not with_v:
         return TriggerHit(trigger="declared_done", fired=True, data={"goal_met": False},

@@ -302,3 +302,14 @@ def test_version_and_the_mcp_config_help(ws: Path) -> None:
     assert r.returncode == 0 and re.fullmatch(r"attnq \d+\.\d+\.\d+\S*\n", r.stdout), (r.stdout, r.stderr)
     text = attnq("mcp-config", "--help", cwd=ws).stdout
     assert "\nExit codes: 0 done" in text and ") Exit codes" not in text, text
+
+
+def test_evolve_without_a_gpu_says_what_the_command_line_offers_instead(ws: Path) -> None:
+    """The no-GPU refusal of `attnq evolve` names --scheduler and --evaluator compile_facts (trial of 2026-12-06);
+    the MCP tools, which have neither option, keep the plain message (harness.verify.require_gpu)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: evolve would start")
+    r = attnq("evolve", cwd=ws)
+    assert r.returncode == 3 and "--evaluator compile_facts" in r.stderr and "--scheduler" in r.stderr, r.stderr

@@ -149,6 +149,16 @@ def test_goal_check_names_failures_or_gap(tmp_path: Path) -> None:
     held = check_goal(atts, min_speedup=own * 2)
     assert held.fired and held.data["goal_met"] is False
     assert not check_goal(atts, min_speedup=own).fired
+    # a verdict that did not run every scenario of the goal suite as it is now (a trace from before the suite grew;
+    # trial of 2026-12-06: "all 153 scenarios of full correct" against today's 259) does not meet the goal
+    full = [a.model_copy(update={"verdict": a.verdict.model_copy(update={"suite": "full"})}) if a.verdict else a
+            for a in atts]  # the fixture's verdicts are of quick; the goal suite is full
+    ran = frozenset(s.id for s in full[-1].verdict.scenarios)
+    assert ran and not check_goal(full, goal_ids=ran).fired
+    assert not check_goal(atts, goal_ids=ran | {"bugs/new-scenario"}).fired  # not the goal suite: not held to it
+    grown = check_goal(full, goal_ids=ran | {"bugs/new-scenario"})
+    assert grown.fired and grown.data["goal_met"] is False
+    assert f"the goal suite now has {len(ran) + 1} (1 not run then)" in grown.evidence, grown.evidence
 
 
 def test_limit_evidence_reports_best_and_fraction_of_peak(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 from attnq.commands.reflect import add_common_args, open_bank, open_store
 from harness import ORIGINAL_KERNEL
 from harness.anchors import GOAL_TARGETS
-from harness.errors import InputError
+from harness.errors import InputError, NoGpuError
 
 ACTIONS = ("run", "status", "report", "export", "trace")
 
@@ -118,8 +118,13 @@ def _run(args: argparse.Namespace) -> int:
             rid = f"{args.run or 'ablation'}-{arm}" if arm is not None else args.run
             with run_lock(settings.state_dir, rid) if rid is not None else contextlib.nullcontext():
                 prior = db.run_or_none(rid) if rid is not None else None
-                search, created = start_or_resume(db, campaign_id=campaign, state_dir=settings.state_dir, cfg=acfg,
-                                                  run_id=rid, seed_path=seed_path, bank=bank, resume=not args.new)
+                try:
+                    search, created = start_or_resume(db, campaign_id=campaign, state_dir=settings.state_dir, cfg=acfg,
+                                                      run_id=rid, seed_path=seed_path, bank=bank, resume=not args.new)
+                except NoGpuError as exc:  # what the command line offers without a GPU here
+                    raise NoGpuError(f"{exc.message}. Instead: evaluate on a Dask cluster's GPU workers (--scheduler), "
+                                     "or try the search with --evaluator compile_facts (a CPU stand-in score from the "
+                                     "build's facts, not a speedup)", details=exc.details) from None
                 _say(f"{'started' if created else 'resumed'} evolve run {search.run_id} (arm {search.cfg.arm}, "
                      f"mutator {search.cfg.mutator}, evaluator {search.cfg.evaluator})")
                 if not created and prior is not None and (kept := kept_on_resume(dict(prior.config), acfg)):
