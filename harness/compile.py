@@ -12,6 +12,8 @@ The source/symbol policy lives in :mod:`harness.policy`; docs/compile.md is the 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -21,7 +23,7 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -453,7 +455,33 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
     if (hit := _from_cache(entry, source, started)) is not None:
         log.info("compile_cache_hit", source=str(source), key=key[:16])
         return hit
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with _build_lock(cache_dir, key):  # one build per key at a time, across threads and processes
+        if (hit := _from_cache(entry, source, started)) is not None:  # built while this call waited
+            log.info("compile_cache_hit", source=str(source), key=key[:16], waited=True)
+            return hit
+        return _build(source, text, nvcc, flags, version, arch, policy, timeout_s, cache_dir, key, headers, data,
+                      started)
 
+
+@contextlib.contextmanager
+def _build_lock(cache_dir: Path, key: str) -> Iterator[None]:
+    """An exclusive flock on ``<cache_dir>/.lock-<key[:16]>`` while one call builds ``key``: a second call for the same
+    build (compile_kernel and verify_kernel on one file, from an MCP client; two processes) waits and takes the
+    first one's cache entry instead of running nvcc beside it. Released however the holder ends."""
+    with open(cache_dir / f".lock-{key[:16]}", "a+", encoding="utf-8") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build(source: Path, text: str, nvcc: str, flags: list[str], version: str, arch: str, policy: bool,
+           timeout_s: float, cache_dir: Path, key: str, headers: list[Path], data: bytes,
+           started: float) -> CompileResult:
+    """:func:`compile_kernel` past a cache miss: the policy scans, nvcc, the ABI and symbol checks, the cache entry."""
+    entry = cache_dir / key
     if policy:
         raise_violations(scan_source_includes(text, str(source)))
         pre = _run_nvcc([nvcc, "-E", *[f for f in flags if f not in ("-Xptxas", "-v")], str(source)],
@@ -465,7 +493,6 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
         roots = (str(source.parent), str(KERNELS_DIR))
         raise_violations(scan_preprocessed(pre.stdout, owned, roots) + scan_driver_entry_points(pre.stdout, owned))
 
-    cache_dir.mkdir(parents=True, exist_ok=True)
     sweep_stale_builds(cache_dir)
     tmp = cache_dir / f".tmp-{key[:16]}-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()

@@ -113,16 +113,28 @@ def test_bad_arch_is_input_error() -> None:
         nvcc_flags("hopper")
 
 
-def test_concurrent_builds_and_header_in_key(tmp_path: Path) -> None:
-    """Two compiles of a new file at once share one complete entry; editing its own header rebuilds."""
+def test_concurrent_builds_and_header_in_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two compiles of a new file at once run nvcc once and share its entry; editing its own header rebuilds."""
     (tmp_path / "mine.h").write_text("#pragma once\nconstexpr int kValue = 1;\n")
     src = tmp_path / "cand.cu"
     src.write_text('#include "attn_abi.h"\n#include "mine.h"\n'
                    'extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t s) { return kValue - 1; }\n')
     cache = tmp_path / "cache"
+    import harness.compile as compile_mod
+
+    builds: list[list[str]] = []  # nvcc runs that build (not -E): one, the other call waits for it (MCP trial:
+    real = compile_mod._run_nvcc  # compile_kernel and verify_kernel on one file ran two identical nvcc side by side)
+
+    def counted(argv: list[str], *args: object) -> subprocess.CompletedProcess[str]:
+        if "-E" not in argv:
+            builds.append(argv)
+        return real(argv, *args)
+
+    monkeypatch.setattr(compile_mod, "_run_nvcc", counted)
     with ThreadPoolExecutor(2) as pool:
         a, b = pool.map(lambda _: compile_kernel(src, cache_dir=cache), range(2))
     assert a.build_hash == b.build_hash and a.cache_key == b.cache_key
+    assert len(builds) == 1 and sorted([a.cache_hit, b.cache_hit]) == [False, True]
     entries = [p for p in cache.iterdir() if p.is_dir()]
     assert [p.name for p in entries] == [a.cache_key]
     assert sorted(f.name for f in entries[0].iterdir()) == ["facts.json", "kernel.so"]

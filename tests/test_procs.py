@@ -71,3 +71,22 @@ def test_ctrl_c_while_waiting_kills_the_group(tmp_path) -> None:
     if not _gone(grandchild, 5.0):
         os.kill(grandchild, signal.SIGKILL)
         raise AssertionError(f"the grandchild {grandchild} outlived Ctrl-C")
+
+
+def test_a_process_that_exits_while_a_thread_waits_leaves_no_child(tmp_path) -> None:
+    """An MCP server closed by its client mid-build exited at once and left nvcc running, orphaned (trial of
+    2026-12-06): the atexit handler kills the group of every child a thread still waits for, grandchildren too."""
+    pids = tmp_path / "pids"
+    code = ("import subprocess, sys, threading, time\n"
+            "from harness.procs import communicate_or_kill\n"
+            f"script = 'sleep 60 & echo $$ $! > {pids}; wait'\n"
+            "p = subprocess.Popen(['/bin/sh', '-c', script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, "
+            "text=True, start_new_session=True)\n"
+            "threading.Thread(target=communicate_or_kill, args=(p, 300.0), daemon=True).start()\n"
+            f"while not __import__('os').path.exists({str(pids)!r}): time.sleep(0.05)\n"
+            "time.sleep(0.3)\n")  # then the interpreter exits with the thread still waiting
+    env = {**os.environ, "PYTHONPATH": str(__import__("harness").REPO_ROOT)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    shell, sleeper = (int(x) for x in pids.read_text().split())
+    assert _gone(shell, 10.0) and _gone(sleeper, 10.0)
