@@ -133,6 +133,18 @@ def _driver_device(gpu: int) -> tuple[str, int, int] | None:
     return f"{name.value.decode(errors='replace')}|{uuid.raw.hex()}|{version.value}", major.value, minor.value
 
 
+def gpu_unavailable_reason(arch: str, gpu: int) -> str | None:
+    """None when CUDA device ``gpu`` runs ``arch`` as far as the driver API says (~10 ms, no torch), else why not
+    (for a cheap status line; :func:`require_gpu` is the check verification relies on)."""
+    want = arch.removeprefix("sm_").rstrip("a")
+    found = _driver_device(gpu)
+    if found is None:
+        return f"no CUDA device {gpu} here (no NVIDIA driver or no GPU)"
+    if want.isdigit() and f"{found[1]}{found[2]}" != want:
+        return f"GPU {gpu} ({found[0].split('|')[0]}) is compute capability {found[1]}.{found[2]}, not {arch}'s"
+    return None
+
+
 def require_gpu(arch: str, gpu: int, *, library: str | None = None, what: str = "verification") -> str:
     """Return a key naming CUDA device ``gpu`` (for the peak cache) when it runs ``arch`` (e.g. sm_90a:
     compute capability 9.0), else raise NoGpuError (``no_gpu``, CLI exit code 3, one plain line).

@@ -38,6 +38,9 @@ def load_token(token_file: str | Path | None = None, env: dict[str, str] | None 
     else:
         token = env.get(TOKEN_ENV, "").strip()
         source = TOKEN_ENV
+    if not token and token_file:
+        raise InputError(f"the token file {token_file} is empty (its first line is the token, e.g. from "
+                         "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
     if not token:
         raise InputError(f"HTTP needs a bearer token: set {TOKEN_ENV} or pass --token-file "
                          "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)")

@@ -215,7 +215,9 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
         LDL/STL), plus warnings, the build hash and whether the build cache was hit. On failure the error names
         the cause: compile_error with file:line:column diagnostics, policy_violation (forbidden header or
         imported symbol, named), abi_mismatch (no extern "C" attn_fwd or a stale attn_abi.h), or input_error
-        (missing file, outside the workspace, not .cu). Run it after every edit, before verify_kernel."""
+        (missing file, outside the workspace, not .cu). A build that outlasts ~45 s answers still_compiling (a
+        tool error that is not a failure: the build goes on; call compile_kernel again with the same path). Run
+        it after every edit, before verify_kernel."""
         return await _compile_bounded(state, ctx, state.resolve_file(path))
 
     @server.tool(annotations=RECORDING)

@@ -101,7 +101,8 @@ def goal(state: ServerState) -> GoalInfo:
 
 
 def anchors() -> list[AnchorInfo]:
-    """Every anchor (harness.anchors.ANCHORS) with whether it can be timed here (fa3: flash_attn_interface)."""
+    """Every anchor (harness.anchors.ANCHORS) with whether its library is here (fa3: flash_attn_interface); timing
+    any of them needs the GPU too (TaskInfo.notes says when there is none)."""
     out = []
     for name in ANCHORS:
         reason = anchor_unavailable_reason(name)
@@ -140,6 +141,13 @@ def build_task(state: ServerState) -> TaskInfo:
                      f"{anchor_unavailable_reason(goal_anchor)}")
     if not ORIGINAL_KERNEL.exists():
         notes.append(f"the original kernel {ORIGINAL_KERNEL} is missing")
+    if have("harness.verify"):
+        from harness.verify import gpu_unavailable_reason
+
+        no_gpu = gpu_unavailable_reason(state.settings.arch, state.settings.gpu)
+        if no_gpu:
+            notes.append(f"no GPU to verify on: {no_gpu}. compile_kernel, reflect, declare and the question tools "
+                         "work; verify_kernel compiles, then answers no_gpu")
     return TaskInfo(
         workspace=str(state.workspace),
         abi=AbiInfo(version=ABI_VERSION, header_uri=ABI_URI, header_path=state.rel(ABI_HEADER), summary=ABI_SUMMARY),

@@ -136,7 +136,8 @@ def run_http(settings: Settings, token: str, *, host: str = "127.0.0.1", port: i
         sock.close()
         raise
     log.info("serve_http", host=host, port=port, workspace=str(settings.workspace))
-    print(f"attnq MCP server: http://{host}:{port}/mcp (bearer token required)", file=sys.stderr, flush=True)
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 literal in a URL is bracketed (RFC 3986)
+    print(f"attnq MCP server: http://{shown}:{port}/mcp (bearer token required)", file=sys.stderr, flush=True)
     try:
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level, log_config=None)
         uvicorn.Server(config).run(sockets=[sock])

@@ -219,3 +219,17 @@ def test_get_task_lists_anchors_present(ws: Path, with_fa3: None) -> None:
     assert [(a["name"], a["available"], a["reason"]) for a in task["anchors"]] == [
         ("cudnn", True, None), ("flash", True, None), ("fa3", True, None)]
     assert task["goal"]["against"] == "fa3" and not any("fa3" in n for n in task["notes"])
+
+
+def test_get_task_says_when_there_is_no_gpu_to_verify_on(ws: Path) -> None:
+    """An agent learnt that there is no GPU only from verify_kernel, after its compile (MCP trial of 2026-12-06)."""
+    from harness.verify import gpu_unavailable_reason
+
+    reason = gpu_unavailable_reason("sm_90a", 0)
+    task = _mcp(Settings(workspace=ws, state=ws / "state"), "get_task").structured_content
+    notes = [n for n in task["notes"] if n.startswith("no GPU to verify on")]
+    if reason is None:
+        assert not notes, notes  # a GPU box: nothing to say
+    else:
+        assert notes == [(f"no GPU to verify on: {reason}. compile_kernel, reflect, declare and the question tools "
+                         "work; verify_kernel compiles, then answers no_gpu")]

@@ -248,6 +248,11 @@ def test_http_refuses_to_start_without_a_token_or_on_a_public_host(tmp_path: Pat
                              "--host", "0.0.0.0", "--workspace", str(tmp_path)],
                             env=env, capture_output=True, text=True, timeout=60)
     assert public.returncode == 2 and "--allow-remote" in public.stderr
+    empty = tmp_path / "empty-token"
+    empty.write_text("\n")
+    r = subprocess.run([sys.executable, "-m", "mcp_server", "--http", "--token-file", str(empty), "--workspace",
+                        str(tmp_path)], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and f"the token file {empty} is empty" in r.stderr, r.stderr  # not "pass --token-file"
 
 
 @pytest.mark.skipif(shutil.which("npx") is None, reason="npx (Node.js) is not installed")
