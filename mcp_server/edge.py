@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from harness.errors import AttnqError, internal_error_text
 from harness.logging import get_logger
+from harness.suite_file import suggest
 from questions.text import printable
 
 log = get_logger("attnq.mcp")
@@ -77,15 +78,26 @@ def format_validation_error(exc: ValidationError, *, limit: int = 5) -> str:
 
 
 def plain_argument_errors(server: Any) -> None:
-    """Make a tool call with invalid arguments answer ``[invalid_arguments] <tool>: field: message; ...``.
+    """Make a tool call with invalid arguments answer ``[invalid_arguments] <tool>: field: message; ...``, and one
+    with an argument the tool does not take answer ``[invalid_arguments] <tool>: unknown argument 'suit' (did you
+    mean 'suite'?); <tool> takes ...`` (the SDK ignores it, so a misspelt option silently took its default).
 
     The SDK validates arguments against the tool's signature before our :func:`tool_edge` runs and
     answers with the raw pydantic dump; this wraps ``server.call_tool`` (which the SDK's request
     handler calls) and replaces that ToolError with a plain one. Other errors pass unchanged.
     """
     inner = server.call_tool
+    known: dict[str, list[str]] = {}  # tool -> its argument names (the input schema's properties), on first use
 
     async def call_tool(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if not known:
+            known.update({t.name: list((t.input_schema or {}).get("properties", {})) for t in await server.list_tools()})
+        extra = sorted(set(arguments or {}) - set(known.get(name, arguments or {})))
+        if extra:  # the SDK drops them silently: `suit="full"` ran the default suite
+            hint = suggest(extra[0], known[name])
+            raise ToolError(f"[invalid_arguments] {name}: unknown argument {extra[0]!r}{hint}"
+                            + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else "")
+                            + f"; {name} takes {', '.join(known[name]) or 'no arguments'}")
         try:
             return await inner(name, arguments, context)
         except ToolError as err:

@@ -44,6 +44,24 @@ def test_invalid_arguments_are_plain(tmp_path: Path) -> None:
     assert plain(anchors).startswith("[invalid_arguments] verify_kernel: anchors.0: ")
 
 
+def test_an_argument_the_tool_does_not_take_is_refused(tmp_path: Path) -> None:
+    """The SDK dropped unknown arguments: `verify_kernel(path, suit="full")` ran the default suite (MCP trial of
+    2026-12-06). Nothing runs; the message names the argument, the likely one and what the tool takes."""
+    (tmp_path / "k.cu").write_text("// never compiled\n")
+    typo, several, none = call_tools(tmp_path, [
+        ("verify_kernel", {"path": "k.cu", "suit": "full"}),
+        ("compile_kernel", {"path": "k.cu", "bogus": 1, "zzz": 2}),
+        ("get_task", {"verbose": True}),
+    ])
+    t = plain(typo)
+    assert t.startswith("[invalid_arguments] verify_kernel: unknown argument 'suit' (did you mean 'suite'?); "
+                        "verify_kernel takes path, suite, anchors"), t
+    assert plain(several).startswith("[invalid_arguments] compile_kernel: unknown argument 'bogus' (and 1 more); "
+                                     "compile_kernel takes path")
+    assert plain(none) == "[invalid_arguments] get_task: unknown argument 'verbose'; get_task takes no arguments"
+    assert not (tmp_path / ".attnq" / "build").exists() or not any((tmp_path / ".attnq" / "build").iterdir())
+
+
 def test_question_length_bound_is_shared_with_the_cli(tmp_path: Path) -> None:
     text = "w" * (MIN_QUESTION_CHARS - 1) + "?"
     ok, too_short, padded = call_tools(tmp_path, [("add_question", {"text": text}),
