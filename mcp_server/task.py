@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from harness import ABI_HEADER, ORIGINAL_KERNEL
 from harness.abi import ABI_VERSION
 from harness.anchors import ANCHOR_DESCRIPTIONS, ANCHORS, anchor_unavailable_reason
@@ -141,6 +143,9 @@ def build_task(state: ServerState) -> TaskInfo:
                      f"{anchor_unavailable_reason(goal_anchor)}")
     if not ORIGINAL_KERNEL.exists():
         notes.append(f"the original kernel {ORIGINAL_KERNEL} is missing")
+    if state.workspace in (Path("/"), Path.home().resolve()):  # every file below it is in the tools' reach
+        notes.append(f"the workspace is {state.workspace} (the folder the server started in): start it in the "
+                     "project's folder or set ATTNQ_WORKSPACE, so the tools reach only that folder")
     if have("harness.verify"):
         from harness.verify import gpu_unavailable_reason
 

@@ -233,3 +233,12 @@ def test_get_task_says_when_there_is_no_gpu_to_verify_on(ws: Path) -> None:
     else:
         assert notes == [(f"no GPU to verify on: {reason}. compile_kernel, reflect, declare and the question tools "
                          "work; verify_kernel compiles, then answers no_gpu")]
+
+
+def test_get_task_warns_when_the_workspace_is_the_home_folder(tmp_path: Path) -> None:
+    """Started from $HOME (or /), every file below is in the tools' reach (MCP trial of 2026-12-06): get_task says so.
+    The store lives under tmp_path: nothing is written to the home folder."""
+    task = _mcp(Settings(workspace=Path.home(), state=tmp_path / "state"), "get_task").structured_content
+    assert any(n.startswith(f"the workspace is {Path.home().resolve()} ") for n in task["notes"]), task["notes"]
+    task = _mcp(Settings(workspace=tmp_path, state=tmp_path / "state"), "get_task").structured_content
+    assert not any(n.startswith("the workspace is") for n in task["notes"])
