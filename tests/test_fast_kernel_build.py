@@ -51,10 +51,12 @@ def _build_with_knobs(knobs: tuple[tuple[str, str], ...], tmp_path: Path):
     return result
 
 
-@pytest.mark.parametrize("knobs", [(("ATTN_WS_THRESH", "8"), ("ATTN_WS_LAZY", "1"))], ids=["thresh-lazy"])
+@pytest.mark.parametrize("knobs", [(("ATTN_WS_THRESH", "8"), ("ATTN_WS_LAZY", "1")), (("ATTN_WS_D96N", "3"),)],
+                         ids=["thresh-lazy", "d96v"])
 def test_fast_kernel_candidate_knobs_build_without_spills(knobs: tuple[tuple[str, str], ...], tmp_path: Path) -> None:
     """The candidates behind off-by-default knobs (kernels/NOTES.md, session 7: the threshold rescale, refused by
-    attnq's tolerance in run 33 but kept for the record) stay buildable and spill-free for sm_90a, as a candidate file with them on."""
+    attnq's tolerance in run 33 but kept for the record; session 15: head_dim 96 without the padding's MMA, V in
+    64-byte swizzle) stay buildable and spill-free for sm_90a, as a candidate file with them on."""
     result = _build_with_knobs(knobs, tmp_path)
     assert [k.name for k in result.kernels if k.spill_store_bytes or k.spill_load_bytes] == []
     assert "attn_fwd_ws" in " ".join(k.name for k in result.kernels)
