@@ -105,6 +105,32 @@ DetailArg = Annotated[Detail, Field(description="per-scenario results in the ans
                                                 "and the 10 worst or latest only), auto (full up to 40 scenarios)")]
 
 
+#: With detail="auto", compile answers list every kernel up to this many (attn_fast.cu builds 66).
+FULL_DETAIL_MAX_KERNELS = 20
+#: detail="summary" keeps the kernels that spill plus this many with the most registers.
+SUMMARY_KERNELS = 8
+
+
+def _trim_compile(result: Any, detail: Detail) -> Any:
+    """Keep a compile answer small: with detail=summary (auto: above FULL_DETAIL_MAX_KERNELS kernels), only the
+    kernels that spill and the SUMMARY_KERNELS with the most registers, and a warning that says how many were left
+    out (detail='full' lists them all). A result without kernels (no harness) passes unchanged."""
+    kernels = getattr(result, "kernels", None)
+    if not kernels or detail == "full" or (detail == "auto" and len(kernels) <= FULL_DETAIL_MAX_KERNELS):
+        return result
+    chosen = {id(k) for k in kernels if k.spill_store_bytes or k.spill_load_bytes}
+    chosen |= {id(k) for k in sorted(kernels, key=lambda k: -k.registers)[:SUMMARY_KERNELS]}
+    keep = [k for k in kernels if id(k) in chosen]  # in build order
+    if len(keep) == len(kernels):
+        return result
+    from harness.compile import Diagnostic
+
+    omitted = Diagnostic(file=result.source, severity="warning", message=(
+        f"{len(kernels) - len(keep)} of {len(kernels)} kernels left out of this answer: it lists those that spill "
+        f"and the {SUMMARY_KERNELS} with the most registers (detail='full' lists every kernel)"))
+    return result.model_copy(update={"kernels": keep, "warnings": [*result.warnings, omitted]})
+
+
 def _trim(status: JobStatus, detail: Detail) -> JobStatus:
     """Keep big answers small: with detail=summary, only failed and the worst/latest scenario results.
 
@@ -209,7 +235,9 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
 
     @server.tool(annotations=CACHED_WORK)
     @edge("compile_kernel")
-    async def compile_kernel(path: PathArg, ctx: Context) -> CompileOutput:
+    async def compile_kernel(path: PathArg, ctx: Context, detail: Annotated[Detail, Field(
+            description="kernels in the answer: full (all), summary (those that spill and the 8 with the most "
+                        "registers), auto (full up to 20 kernels)")] = "auto") -> CompileOutput:
         """Compile one candidate .cu file with nvcc (no GPU needed) and report the facts: per kernel registers,
         shared memory, stack frame and spill bytes (ptxas) and the SASS instruction mix (HGMMA, HMMA, FFMA,
         LDL/STL), plus warnings, the build hash and whether the build cache was hit. On failure the error names
@@ -218,7 +246,7 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
         (missing file, outside the workspace, not .cu). A build that outlasts ~45 s answers still_compiling (a
         tool error that is not a failure: the build goes on; call compile_kernel again with the same path). Run
         it after every edit, before verify_kernel."""
-        return await _compile_bounded(state, ctx, state.resolve_file(path))
+        return _trim_compile(await _compile_bounded(state, ctx, state.resolve_file(path)), detail)
 
     @server.tool(annotations=RECORDING)
     @edge("verify_kernel")

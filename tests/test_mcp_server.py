@@ -117,6 +117,15 @@ def test_compile_kernel_original(workspace: Path) -> None:
     # the original kernel's own path (outside the workspace) is accepted too
     again = tool(server, "compile_kernel", {"path": str(ORIGINAL_KERNEL)})
     assert not again.is_error and again.structured_content["build_hash"] == facts["build_hash"]
+    # detail: auto lists the original's 10 kernels; summary the 8 with the most registers (none spills) and says so
+    # (attn_fast.cu's 66 kernels made a 69,000-character answer: MCP trial of 2026-12-06)
+    short = tool(server, "compile_kernel", {"path": "cand.cu", "detail": "summary"}).structured_content
+    n = len(facts["kernels"])
+    regs = sorted((k["registers"] for k in facts["kernels"]), reverse=True)
+    assert n > 8 and len(short["kernels"]) == 8 and sorted((k["registers"] for k in short["kernels"]),
+                                                           reverse=True) == regs[:8]
+    assert short["warnings"][-1]["message"].startswith(f"{n - 8} of {n} kernels left out of this answer")
+    assert short["build_hash"] == facts["build_hash"] and len(facts["warnings"]) == len(short["warnings"]) - 1
 
 
 def test_compile_kernel_refuses_bad_paths(workspace: Path, tmp_path: Path) -> None:
