@@ -378,8 +378,8 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
                 raise fail("include", 0, [key], f"unknown key {key!r}{suggest(key, ('suite', 'ids', 'groups'))}; "
                                                 "known keys: suite, ids, groups")
         target = inc.get("suite", "full")
-        beside = path.parent / target  # a file named relative to the including file, wherever attnq runs from
-        if not Path(target).is_absolute() and (Path(target).suffix == ".toml" or beside.exists()) and beside.is_file():
+        beside = path.parent / target  # a suite file named relative to the including file, wherever attnq runs from
+        if beside.suffix == ".toml" and beside.is_file():
             target = str(beside)
         base = load_suite(target, _seen | {path})
         by_id = {s.id: s for s in base.scenarios}

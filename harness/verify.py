@@ -133,14 +133,19 @@ def _driver_device(gpu: int) -> tuple[str, int, int] | None:
     return f"{name.value.decode(errors='replace')}|{uuid.raw.hex()}|{version.value}", major.value, minor.value
 
 
+def _runs_arch(arch: str, major: int, minor: int) -> bool:
+    """Whether compute capability ``major.minor`` runs ``arch`` (sm_90a: 9.0; an arch without digits: any)."""
+    want = arch.removeprefix("sm_").rstrip("a")
+    return not want.isdigit() or f"{major}{minor}" == want
+
+
 def gpu_unavailable_reason(arch: str, gpu: int) -> str | None:
     """None when CUDA device ``gpu`` runs ``arch`` as far as the driver API says (~10 ms, no torch), else why not
     (for a cheap status line; :func:`require_gpu` is the check verification relies on)."""
-    want = arch.removeprefix("sm_").rstrip("a")
     found = _driver_device(gpu)
     if found is None:
         return f"no CUDA device {gpu} here (no NVIDIA driver or no GPU)"
-    if want.isdigit() and f"{found[1]}{found[2]}" != want:
+    if not _runs_arch(arch, found[1], found[2]):
         return f"GPU {gpu} ({found[0].split('|')[0]}) is compute capability {found[1]}.{found[2]}, not {arch}'s"
     return None
 
@@ -156,7 +161,7 @@ def require_gpu(arch: str, gpu: int, *, library: str | None = None, what: str = 
     want = arch.removeprefix("sm_").rstrip("a")
     need = f"compute capability {want[:-1]}.{want[-1]}" if want.isdigit() else arch
     found = _driver_device(gpu)
-    if found is not None and (not want.isdigit() or f"{found[1]}{found[2]}" == want):
+    if found is not None and _runs_arch(arch, found[1], found[2]):
         return found[0]
     prefix = f"{what} needs an NVIDIA GPU that runs {arch} ({need})"
     if library is not None:
@@ -170,7 +175,7 @@ def require_gpu(arch: str, gpu: int, *, library: str | None = None, what: str = 
     if gpu >= torch.cuda.device_count():
         raise NoGpuError(f"{prefix}; GPU index {gpu} does not exist ({torch.cuda.device_count()} visible)")
     major, minor = torch.cuda.get_device_capability(gpu)
-    if want.isdigit() and f"{major}{minor}" != want:
+    if not _runs_arch(arch, major, minor):
         raise NoGpuError(f"{prefix}; GPU {gpu} ({torch.cuda.get_device_name(gpu)}) is {major}.{minor}")
     props = torch.cuda.get_device_properties(gpu)
     return f"{props.name}|{getattr(props, 'uuid', '')}|{torch.version.cuda}"

@@ -38,7 +38,7 @@ ACTIONS = ("run", "status", "report", "export", "trace")
 
 #: flag dest -> EvolveConfig field (None values are left to the config's defaults / ATTNQ_EVOLVE_*); attnq/cli.py
 #: also reads it to name a refused field by its flag (``--max-evals``, not ``max_evaluations``)
-FLAG_FIELDS = _FIELDS = {
+FLAG_FIELDS = {
     "seed": "seed", "arm": "arm", "mutator": "mutator", "mutator_cmd": "mutator_cmd", "parallel": "parallel_mutators",
     "mutator_timeout": "mutator_timeout_s", "islands": "islands", "island_size": "island_size",
     "children": "children_per_generation", "migration_interval": "migration_interval",
@@ -56,7 +56,7 @@ FLAG_FIELDS = _FIELDS = {
 def _config(args: argparse.Namespace, settings: Any) -> Any:
     from evolve.config import EvolveConfig, parse_knob
 
-    values: dict[str, Any] = {f: getattr(args, d) for d, f in _FIELDS.items() if getattr(args, d, None) is not None}
+    values: dict[str, Any] = {f: getattr(args, d) for d, f in FLAG_FIELDS.items() if getattr(args, d, None) is not None}
     given = set(values) | ({"gpus"} if args.gpus is not None else set()) | ({"knobs"} if args.knob else set())
     if args.no_full:
         values["full_stage"] = False
