@@ -156,6 +156,53 @@ class InputsSpec(BaseModel):
         return out
 
 
+#: Largest finite fp32 value: the reference and the kernels accumulate q·k and P·V in fp32.
+FP32_MAX = 3.4028234663852886e38
+#: A practical bound on |x| for draws with unbounded tails: 8 standard deviations from the mean.
+_TAIL_SIGMAS = 8.0
+#: The same for a tensor the suite does not name: the default draws reach 6 N(0, 1) or N(1, 1) (harness/draws.py).
+DEFAULT_DRAW_PEAK = 6.0 * _TAIL_SIGMAS
+
+
+def practical_peak(spec: Any, heads: int, sc: Scenario | None = None, q_spec: Any = None) -> float:
+    """A bound on |value| of one tensor's draws (``spec`` None: the default draws), counting
+    :data:`_TAIL_SIGMAS` standard deviations where the distribution has tails (harness/inputs.py's
+    distributions; ``sc`` and ``q_spec`` are needed for a rising k)."""
+    if spec is None:
+        return DEFAULT_DRAW_PEAK
+    fixed = _peak_abs(spec, heads)
+    tail = _TAIL_SIGMAS * getattr(spec, "std", 0.0)
+    if isinstance(spec, Rising):
+        mu = q_mean_sum(q_spec, sc.head_dim) if sc is not None else 0.0
+        return (rising_offset_max(spec, sc, mu) if mu and sc is not None else 0.0) + tail
+    return (fixed or 0.0) + (tail if isinstance(spec, Normal | HighDims | HeadTagged) else 0.0)
+
+
+def fp32_range_problems(sc: Scenario) -> list[str]:
+    """Values that overflow fp32 in the reference and in every kernel (empty when none can): a logit
+    ``head_dim x max|q| x max|k|`` (kernels form q·k in fp32 before scaling; times softmax_scale where that
+    exceeds 1) beyond :data:`FP32_MAX`, or an unnormalized ``P V`` row ``seqlen_k x max|v|`` (each weight
+    ``exp(s - max) <= 1``) beyond it. Bounds are worst cases (:func:`practical_peak`), e.g. q = k =
+    constant 1e20 at head_dim 128 is refused, q = k = large 1.3e5 is not."""
+    spec = sc.inputs
+    q, k, v = (getattr(spec, n) if spec is not None else None for n in ("q", "k", "v"))
+    scale = sc.softmax_scale if sc.softmax_scale is not None else 1.5 / math.sqrt(sc.head_dim)  # drawn up to 1.5x
+    pq = practical_peak(q, sc.num_heads_q, sc)
+    pk = practical_peak(k, sc.num_heads_kv, sc, q_spec=q)
+    pv = practical_peak(v, sc.num_heads_kv, sc)
+    out = []
+    logit = sc.head_dim * pq * pk * max(1.0, scale)
+    if not logit < FP32_MAX:
+        out.append(f"logits can reach {logit:.3g} (head_dim {sc.head_dim} x max|q| {pq:.3g} x max|k| {pk:.3g}"
+                   f"{f' x softmax_scale {scale:g}' if scale > 1 else ''}), beyond fp32's largest value {FP32_MAX:.3g}: "
+                   "the fp32 reference and every kernel overflow; lower the magnitudes of q or k")
+    row = sc.seqlen_k * pv
+    if not row < FP32_MAX:
+        out.append(f"an unnormalized P V row can reach {row:.3g} (seqlen_k {sc.seqlen_k} x max|v| {pv:.3g}), beyond "
+                   f"fp32's largest value {FP32_MAX:.3g}: the fp32 reference and every kernel overflow; lower v")
+    return out
+
+
 def _peak_abs(spec: Any, heads: int) -> float | None:
     """Largest |value| the spec asks for, where it is fixed by the spec (None: only clamped tails)."""
     if isinstance(spec, Constant):

@@ -69,7 +69,15 @@ class LayoutSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, data: Any) -> Any:
-        """``"packed_qkv"``; or a kind for every tensor it applies to (``"cache"``: k and v)."""
+        """``"packed_qkv"``; or a kind for every tensor it applies to (``"cache"``: k and v). In a table, a bare
+        ``"cache"`` for k or v beside the other's cache table is the same cache: it takes that table's
+        capacity and fill (``{ k = { kind = "cache", capacity = 4096 }, v = "cache" }``)."""
+        if isinstance(data, dict):
+            for a, b in (("k", "v"), ("v", "k")):
+                other = data.get(b)
+                if data.get(a) == "cache" and isinstance(other, dict) and other.get("kind") == "cache":
+                    data = {**data, a: {key: other[key] for key in ("kind", "capacity", "fill") if key in other}}
+            return data
         if not isinstance(data, str):
             return data
         if data == "packed_qkv":

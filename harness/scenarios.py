@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import math
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +30,7 @@ def keys_seen(i: int, seqlen_q: int, seqlen_k: int, causal: bool) -> int:
         return seqlen_k
     return min(seqlen_k, max(0, i + seqlen_k - seqlen_q + 1))
 
-from harness.inputs import DIST_NAMES, InputsSpec
+from harness.inputs import DIST_NAMES, InputsSpec, fp32_range_problems
 from harness.layouts import LayoutSpec
 from harness.suite_file import SuiteText, describe_error, not_utf8_text, suggest
 
@@ -90,6 +91,8 @@ class Scenario(BaseModel):
         if self.head_dim % 8 or not 8 <= self.head_dim <= 256:
             raise ValueError(f"head_dim={self.head_dim} must be a multiple of 8 in 8..256")
         problems = (self.inputs.problems(self) if self.inputs else []) + (self.layout.problems(self) if self.layout else [])
+        if not problems:  # within each dtype's range, the products can still overflow fp32
+            problems = fp32_range_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -229,6 +232,9 @@ def _expand(table: dict[str, Any], *, grid: bool) -> list[dict[str, Any]]:
         if key in pair_keys:
             axes[key] = value if (grid and value and isinstance(value, list) and isinstance(value[0], list)) \
                 else [value]
+        elif isinstance(value, list) and not grid:
+            raise _ExpandError(key, f"{key} = {value!r}: a list expands only in a [[grid]] table (one scenario per "
+                                    "value); a [[scenario]] takes one value")
         else:
             axes[key] = value if (grid and isinstance(value, list)) else [value]
         if not axes[key]:
@@ -295,6 +301,27 @@ _TOML_TYPES = {"int": "integer", "bool": "boolean", "list": "array", "dict": "ta
                "date": "date", "time": "time", "float": "float"}
 
 
+#: Keys a field may be written as in a table (the shorthands :func:`_expand` expands).
+_SPELLED_AS = {"num_heads_q": ("heads", "hidden"), "num_heads_kv": ("heads", "hidden"),
+               "seqlen_q": ("seqlen", "batch_seqlen"), "seqlen_k": ("seqlen", "batch_seqlen"), "batch": ("batch_seqlen",)}
+
+
+def _keys_of_message(msg: str) -> list[str]:
+    """The key path a scenario-level message is about, for its line: ``inputs.v: ...`` -> inputs, v;
+    ``num_heads_q=28 not divisible ...`` -> num_heads_q; an fp32 overflow -> inputs; else none."""
+    m = re.match(r"(inputs|layout)\.(\w+)", msg)
+    if m:
+        return [m.group(1), m.group(2)]
+    m = re.match(r"(\w+)=", msg)
+    if m:
+        return [m.group(1)]
+    if msg.startswith(("logits can reach", "an unnormalized P V row")):
+        return ["inputs"]
+    if msg.startswith("layout packed_qkv"):
+        return ["layout"]
+    return []
+
+
 def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -> Suite:
     """Load a built-in suite (``quick``, ``full``, ``production``, ``bugs``) or a suite TOML file.
 
@@ -317,7 +344,11 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
     where = SuiteText(text)
 
     def fail(kind: str, index: int, keys: list[str], msg: str) -> InputError:
-        line = where.line_of(kind, index, keys)
+        line = header = where.line_of(kind, index, [])
+        for ks in (keys, *[[k] for k in _SPELLED_AS.get(keys[0] if keys else "", ())]):  # heads = [...] sets num_heads_q
+            line = where.line_of(kind, index, ks)
+            if line != header:
+                break
         at = f" line {line}" if line else ""
         table = f"[{kind}]" if kind == "include" else f"[[{kind}]] #{index + 1}"
         return InputError(f"suite {path.name}{at}: {table}: {msg}")
@@ -359,6 +390,7 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
             except ValidationError as exc:
                 errs = sorted(exc.errors(), key=lambda e: e.get("type") != "extra_forbidden")  # unknown keys first
                 keys, msg = describe_error(errs[0], DIST_NAMES)
+                keys = keys or _keys_of_message(msg)  # a check over several fields: the line of the one it names
                 rest = [describe_error(e, DIST_NAMES)[1] for e in errs[1:4]]  # all of them: one fix per run is slow
                 more = f" (and {len(errs) - 4} more)" if len(errs) > 4 else ""
                 raise fail(kind, index, keys, f"invalid scenario: {'; '.join([msg, *rest])}{more}") from None
@@ -372,7 +404,7 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
     if inc is not None and not (isinstance(inc, dict) and isinstance(inc.get("suite", ""), str)
                                 and all(isinstance(inc.get(k, []), list) for k in ("ids", "groups"))):
         raise InputError(f"suite {path.name}: include must be a table {{ suite = NAME, ids = [...], groups = [...] }}")
-    if inc:
+    if inc is not None:
         for key in inc:
             if key not in ("suite", "ids", "groups"):
                 raise fail("include", 0, [key], f"unknown key {key!r}{suggest(key, ('suite', 'ids', 'groups'))}; "
@@ -381,7 +413,13 @@ def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -
         beside = path.parent / target  # a suite file named relative to the including file, wherever attnq runs from
         if beside.suffix == ".toml" and beside.is_file():
             target = str(beside)
+        elif Path(target).suffix == ".toml" and not Path(target).is_file():
+            raise fail("include", 0, ["suite"], f"suite file {target!r} not found (looked beside {path.name}: {beside}, "
+                                                f"and from the current directory: {Path(target).resolve()})")
         base = load_suite(target, _seen | {path})
+        if not inc.get("ids") and not inc.get("groups"):
+            raise fail("include", 0, ["suite"], f"selects nothing from suite {base.name}: add ids = [...] or groups = "
+                                                f"[...] (its groups: {', '.join(base.groups())})")
         by_id = {s.id: s for s in base.scenarios}
         for sid in inc.get("ids", []):
             if sid not in by_id:

@@ -25,15 +25,15 @@ class SuiteText:
 
     def table_span(self, kind: str, index: int) -> tuple[int, int] | None:
         """``(first, end)`` line indexes (0-based, end exclusive) of the ``index``-th ``[[kind]]`` table
-        (or of ``[kind]`` for index 0), or None when not found."""
+        (or of ``[kind]`` for index 0), its sub-tables (``[kind.inputs.v]``) included, or None when not found."""
         seen = -1
         for n, (i, name, _) in enumerate(self.headers):
             if name != kind:
                 continue
             seen += 1
             if seen == index:
-                end = self.headers[n + 1][0] if n + 1 < len(self.headers) else len(self.lines)
-                return i, end
+                after = (h for h in self.headers[n + 1:] if not (h[1].startswith(kind + ".") and not h[2]))
+                return i, next((h[0] for h in after), len(self.lines))
         return None
 
     def line_of(self, kind: str, index: int, keys: Iterable[str] = ()) -> int | None:
@@ -47,7 +47,9 @@ class SuiteText:
         best = first
         start = first
         for key in keys:
-            pat = re.compile(r'(^|[\s{,])"?' + re.escape(str(key)) + r'"?\s*[.=]')
+            k = re.escape(str(key))
+            # `key =`, `key.sub =`, `{ key = ...`; or a sub-table header naming it: `[scenario.inputs.v]`
+            pat = re.compile(r'(^|[\s{,])"?' + k + r'"?\s*[.=]|^\s*\[[^\]]*\.' + k + r'\s*[.\]]')
             hit = next((i for i in range(start, end) if pat.search(_strip_comment(self.lines[i]))), None)
             if hit is None:
                 break

@@ -80,12 +80,19 @@ def register_resources(server: MCPServer, state: ServerState) -> None:
         return json.dumps([s.model_dump(mode="json") for s in suites(state)], indent=2)
 
     @server.resource(SUITES_URI + "/{name}", name="suite", title="One suite's scenarios", mime_type="application/json",
-                     description="the scenarios of a suite: id, group, shapes, causal, dtype, FLOPs per call")
+                     description="the scenarios of a suite (a built-in name, or a .toml file in the workspace, e.g. "
+                                 "attnq://suites/mine.toml: checks your own suite without a GPU): id, group, shapes, "
+                                 "causal, dtype, declared fields, FLOPs per call; a suite that does not load gives "
+                                 "the file, line and reason")
     def suite_detail(name: str) -> str:
         mod = need("harness.scenarios")
-        if name not in mod.list_suites():
-            raise ResourceNotFoundError(f"no suite named {name!r}; suites: {', '.join(mod.list_suites())}")
-        suite = _guard(lambda: mod.load_suite(name))
+        if name.endswith(".toml"):  # the user's own suite, as verify_kernel takes it: a file inside the workspace
+            suite = _guard(lambda: mod.load_suite(state.resolve_file(name, suffix=".toml")))
+        elif name not in mod.list_suites():
+            raise ResourceNotFoundError(f"no suite named {name!r}; suites: {', '.join(mod.list_suites())}, "
+                                        "or a .toml file in the workspace (attnq://suites/mine.toml)")
+        else:
+            suite = _guard(lambda: mod.load_suite(name))
         rows = [{**sc.model_dump(mode="json"), "id": sc.id, "flops": sc.flops} for sc in suite.scenarios]
         return json.dumps({"name": suite.name, "description": suite.description, "scenarios": rows}, indent=2)
 

@@ -253,3 +253,17 @@ def test_an_export_name_that_is_empty_or_a_keyword_is_refused_with_the_reason() 
     with pytest.raises(InputError, match="must be a Python identifier"):
         export_kernel(ORIGINAL_KERNEL, REPO / "never-written", name="")  # refused before anything is built
     assert not (REPO / "never-written").exists()
+
+
+def test_scenarios_lists_declared_fields_and_marks_what_no_h200_holds(tmp_path: Path) -> None:
+    p = tmp_path / "mine.toml"
+    p.write_text('[[scenario]]\ngroup = "g"\nbatch = 1\nseqlen_q = 1\nseqlen_k = 1000\nheads = [16, 2]\nhead_dim = 128\n'
+                 'causal = true\nlayout = { k = { kind = "cache", capacity = 2048 }, v = "cache" }\n'
+                 'inputs.v = { dist = "head_tagged", step = 2.0 }\n\n'
+                 '[[scenario]]\ngroup = "g"\nbatch = 64\nseqlen = 65536\nheads = [64, 64]\nhead_dim = 256\ncausal = false\n')
+    out = attnq("scenarios", "--suite", str(p), cwd=tmp_path).stdout
+    lines = out.splitlines()
+    assert "inputs.v=head_tagged(step=2.0) layout.k=cache(capacity=2048) layout.v=cache(capacity=2048)" in out
+    assert lines[4].startswith("  g/b64-s65536-h64-d256-noncausal-bf16") and lines[4].endswith("GiB  > H200")
+    assert "1 scenario needs more than an H200's 139.8 GiB" in lines[-1] and "attnq verify refuses" in lines[-1]
+    assert "> H200" not in lines[2]

@@ -217,6 +217,30 @@ def test_resources_and_prompt(workspace: Path) -> None:
     assert "verify_kernel" in text and "cand.cu" in text and "reflect" in text and "declare" in text
 
 
+def test_a_workspace_suite_is_read_and_checked_as_a_resource(tmp_path: Path) -> None:
+    (tmp_path / "mine.toml").write_text('[[scenario]]\ngroup = "g"\nbatch = 1\nseqlen = 64\nheads = [4, 2]\n'
+                                        'head_dim = 64\ncausal = false\ninputs.v = "head_tagged"\n')
+    (tmp_path / "bad.toml").write_text('[[scenario]]\ngroup = "g"\nbatch = 1\nseqlen = 64\nheads = [4, 2]\n'
+                                       'head_dim = 80\ncausal = false\n')
+    server = build_server(Settings(workspace=tmp_path))
+
+    async def go(c):  # type: ignore[no-untyped-def]
+        mine = json.loads((await c.read_resource("attnq://suites/mine.toml")).contents[0].text)
+        errors = []
+        for uri in ("attnq://suites/bad.toml", "attnq://suites/missing.toml", "attnq://suites/nope"):
+            with pytest.raises(Exception) as info:  # noqa: PT011 - the SDK's error type for a failed read
+                await c.read_resource(uri)
+            errors.append(str(info.value))
+        return mine, errors
+
+    mine, (bad, missing, nope) = call(server, go)
+    assert [s["id"] for s in mine["scenarios"]] == load_suite(tmp_path / "mine.toml").ids()
+    assert mine["scenarios"][0]["inputs"]["v"]["dist"] == "head_tagged"
+    assert "bad.toml line 6" in bad and "head_dim" in bad
+    assert "missing.toml: no such file in the workspace" in missing
+    assert "no suite named 'nope'" in nope and "attnq://suites/mine.toml" in nope
+
+
 def test_question_tools(tmp_path: Path) -> None:
     pytest.importorskip("questions.reflect")
     server = build_server(Settings(workspace=tmp_path, seed=7))

@@ -122,7 +122,8 @@ def test_unknown_keys_are_refused_with_file_line_and_a_suggestion(tmp_path) -> N
 
 @pytest.mark.parametrize(("extra", "needle"), [
     ("softmax_scale = 0.0\n", "softmax_scale: Input should be greater than 0"),
-    ("softmax_scale = [0.5]\n", "softmax_scale: Input should be a valid number"),
+    ("softmax_scale = [0.5]\n", "softmax_scale = [0.5]: a list expands only in a [[grid]] table"),
+    ('softmax_scale = "0.5"\n', "softmax_scale: Input should be a valid number"),
     ("repeats = 1\n", "repeats: Input should be greater than or equal to 2"),
     ("repeats = 101\n", "repeats: Input should be less than or equal to 100"),
     ('name = "has space"\n', "name: String should match pattern"),
@@ -249,3 +250,53 @@ def test_scenarios_travel_to_the_worker_and_the_sanitizer_unchanged() -> None:
     assert back.scenarios == full and [s.id for s in back.scenarios] == [s.id for s in full]
     sjob = SanitizeJob(candidate_lib="c.so", scenarios=full[-50:])
     assert SanitizeJob.model_validate_json(sjob.model_dump_json()).scenarios == full[-50:]
+
+
+# -- a newcomer's mistakes (session 16's trial: a helper wrote bug reports as scenarios from the docs) ---------------
+@pytest.mark.parametrize(("extra", "needle"), [
+    ('inputs.q = { dist = "large", magnitude = 1e30 }\ninputs.k = { dist = "large", magnitude = 1e30 }\n',
+     "logits can reach 6.4e+61 (head_dim 64 x max|q| 1e+30 x max|k| 1e+30)"),
+    ('inputs.q = { dist = "constant", value = 1e20 }\ninputs.k = { dist = "constant", value = 1e20 }\n', "logits can reach"),
+    ('inputs.v = { dist = "constant", value = 3e36 }\n', "an unnormalized P V row can reach 3.9e+38 (seqlen_k 130"),
+])
+def test_values_whose_products_overflow_fp32_are_refused_at_the_inputs_line(tmp_path, extra: str, needle: str) -> None:
+    msg = _refused(tmp_path, f'[[scenario]]\n{SHAPE}{extra}')
+    assert needle in msg and "every kernel overflow" in msg and msg.startswith("suite bad.toml line 8: "), msg
+
+
+def test_large_but_representable_products_still_load(tmp_path) -> None:
+    sc = _one(tmp_path, 'inputs.q = { dist = "large", magnitude = 1.3e5 }\ninputs.k = { dist = "large", magnitude = 1.3e5 }\n'
+                        'inputs.v = { dist = "large", magnitude = 1e30 }\n')
+    assert sc.inputs is not None and sc.inputs.v.magnitude == 1e30  # 130 keys x 1e30: far inside fp32
+
+
+def test_a_key_in_a_sub_table_is_named_at_its_own_line(tmp_path) -> None:
+    text = f'[[scenario]]\n{SHAPE}\n[[scenario]]\n{SHAPE}\n[scenario.inputs.v]\ndist = "head_tagged"\nstpe = 2.0\n'
+    msg = _refused(tmp_path, text)
+    assert msg.startswith("suite bad.toml line 19: [[scenario]] #2: ") and "inputs.v: unknown key 'stpe'" in msg, msg
+    # a check over several fields points at the key it names, also when written as a shorthand (heads = [...])
+    msg = _refused(tmp_path, f'[[scenario]]\n{SHAPE.replace("heads = [4, 2]", "heads = [7, 2]")}')
+    assert msg.startswith("suite bad.toml line 5: ") and "num_heads_q=7 not divisible" in msg, msg
+
+
+def test_a_list_in_a_scenario_table_says_that_lists_expand_in_grids(tmp_path) -> None:
+    msg = _refused(tmp_path, f'[[scenario]]\n{SHAPE.replace("seqlen = 130", "seqlen = [128, 256]")}')
+    assert msg.startswith("suite bad.toml line 4: ") and "a list expands only in a [[grid]] table" in msg, msg
+
+
+def test_an_include_that_selects_nothing_or_names_a_missing_file_is_refused(tmp_path) -> None:
+    msg = _refused(tmp_path, f'[include]\nsuite = "bugs"\n\n[[scenario]]\n{SHAPE}')
+    assert msg.startswith("suite bad.toml line 2: [include]: selects nothing from suite bugs") and "groups = [...]" in msg
+    msg = _refused(tmp_path, '[include]\n')
+    assert "selects nothing from suite full" in msg and "fa3grid" in msg
+    msg = _refused(tmp_path, '[include]\nsuite = "nothere.toml"\ngroups = ["g"]\n')
+    assert "line 2: [include]: suite file 'nothere.toml' not found" in msg and str(tmp_path / "nothere.toml") in msg
+
+
+def test_a_bare_cache_beside_the_other_cache_table_is_the_same_cache(tmp_path) -> None:
+    sc = _one(tmp_path, 'layout = { k = { kind = "cache", capacity = 4096, fill = "inf" }, v = "cache" }\n')
+    assert sc.layout is not None and sc.layout.v == sc.layout.k and sc.layout.v.capacity == 4096
+    sc = _one(tmp_path, 'layout = { k = "cache", v = { kind = "cache", capacity = 300 } }\n')
+    assert sc.layout is not None and sc.layout.k.capacity == 300
+    sc = _one(tmp_path, 'layout = { k = "cache", v = "cache" }\n')  # both bare: each the default
+    assert sc.layout is not None and sc.layout.k.capacity is None and sc.layout.v.capacity is None

@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from harness.memory import estimate_peak_bytes
+from harness.memory import FLUSH_BYTES, REPEAT_LAUNCHER_BYTES, RESERVE_BYTES, estimate_peak_bytes
 from harness.scenarios import load_suite, suite_choices_text
+
+#: An H200's memory (141 GiB, rounded down to what CUDA reports: 139.8 GiB), the largest GPU attnq is run on.
+H200_BYTES = 150_110_011_392
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +38,38 @@ def run(args: argparse.Namespace) -> int:
     about = f" — {suite.description}" if suite.description else ""
     print(f"suite {suite.name}: {n} scenario{'' if n == 1 else 's'}{about}")
     print("  groups: " + ", ".join(f"{g} {n}" for g, n in suite.groups().items()))
+    room_bytes = H200_BYTES - RESERVE_BYTES - FLUSH_BYTES - REPEAT_LAUNCHER_BYTES
+    too_big = 0
     for s in suite.scenarios:
-        print(f"  {s.id:<72} {s.flops / 1e9:>10.2f} GFLOP  {estimate_peak_bytes(s).total / 2**30:>6.2f} GiB")
+        peak = estimate_peak_bytes(s).total
+        too_big += peak > room_bytes
+        mark = "  > H200" if peak > room_bytes else ""
+        print(f"  {s.id:<72} {s.flops / 1e9:>10.2f} GFLOP  {peak / 2**30:>6.2f} GiB{mark}")
+        if s.extras:
+            print(f"      {describe_extras(s.extras)}")
+    if too_big:
+        print(f"{too_big} scenario{' needs' if too_big == 1 else 's need'} more than an H200's {H200_BYTES / 2**30:.1f} GiB "
+              f"(less {(H200_BYTES - room_bytes) / 2**30:.1f} GiB for the CUDA context and flush buffers): attnq verify "
+              "refuses them against the GPU's own memory before allocating anything; shrink batch, heads or lengths")
     return 0
+
+
+def describe_extras(extras: dict) -> str:
+    """One line of a scenario's declared non-shape fields (Scenario.extras), e.g. ``inputs.v=head_tagged(step=2.0)
+    layout.k=cache(capacity=4096) repeats=20``; a layout's defaults left out."""
+    parts = []
+    for key, val in extras.items():
+        if not isinstance(val, dict):
+            parts.append(f"{key}={val}")
+            continue
+        for sub, spec in val.items():
+            if not isinstance(spec, dict):
+                parts.append(f"{key}.{sub}={spec}")
+                continue
+            spec = dict(spec)
+            head = spec.pop("dist", None) or spec.pop("kind", "?")
+            if key == "layout":
+                spec = {k: v for k, v in spec.items() if (k, v) not in (("pad", 8), ("fill", "nan")) and v is not None}
+            args = ", ".join(f"{k}={v}" for k, v in spec.items())
+            parts.append(f"{key}.{sub}={head}({args})" if args else f"{key}.{sub}={head}")
+    return " ".join(parts)

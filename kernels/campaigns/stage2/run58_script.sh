@@ -1,0 +1,80 @@
+#!/bin/bash
+# session 16: runs 56 and 57 in one call (four machine starts failed before it: one call may be all there is).
+# Checks of the eleven prebuilt libraries in parallel; one bench (FA3 in the process) on the d96 and d128 rows;
+# picks on their own rows (pick_variant --dims/--only): the d128 non-causal key tile (bn176/160/144) and head_dim 96
+# without the padding's MMA (d96s/n/v, three warpgroups d96n3/v3/n3b96); the picks adopted by sed; `full` with anchors
+# fa3,cudnn,flash (recorded when something was adopted, else not), profiled (the sparse original, issues 12/13);
+# the GPU tests (test_fast when adopted, test_original, test_adversarial); the consumers' trace at s512/s1k
+# (prologue-epilogue-share); A/A on full at --budget-ms 75 with what is left.
+set -u
+export OUT=${OUT:-$PWD/gpu-out}; mkdir -p $OUT/x
+export ATTNQ_STATE=$PWD/.campaign ATTNQ_GOAL_ANCHOR=fa3 PYTHONUNBUFFERED=1
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/x/info.txt
+git log --oneline -1 | tee -a $OUT/x/info.txt
+. scripts/gpu_env.sh
+LIBS=$PWD/.prebuilt; V="base bn176 bn160 bn144 d96s d96n d96v d96n3 d96v3 d96n3b96"
+for n in $V; do
+  timeout 150 python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant $n= --prebuilt $LIBS --check-only > /tmp/c_$n.log 2>&1 &
+done
+wait
+ok=()
+for n in $V; do
+  grep -q "check: OK" /tmp/c_$n.log && ok+=(--variant $n=)
+  echo "$n $(grep -h 'check:' /tmp/c_$n.log | head -1)" | tee -a $OUT/x/checks.txt
+  grep -h "^   " /tmp/c_$n.log | head -8 >> $OUT/x/checks.txt
+  tail -3 /tmp/c_$n.log >> $OUT/x/checks.txt
+done
+echo "checked t=$(el)"
+timeout 220 python3 scripts/kernel_bench.py kernels/attn_fast.cu "${ok[@]}" --prebuilt $LIBS --no-check --dims 96,128 \
+  --json $OUT/x/bench.json > $OUT/x/bench.log 2>&1
+tail -4 $OUT/x/bench.log; echo "bench t=$(el)"
+python3 scripts/pick_variant.py $OUT/x/bench.json --dims 128 --only bn176,bn160,bn144 --min-seqlen 512 \
+  --class-floor 0.985 --min-gain 0.01 > $OUT/x/decide128.txt 2>&1
+python3 scripts/pick_variant.py $OUT/x/bench.json --dims 96 --only d96s,d96n,d96v,d96n3,d96v3,d96n3b96 --min-seqlen 512 \
+  --class-floor 0.985 --min-gain 0.02 > $OUT/x/decide96.txt 2>&1
+cat $OUT/x/decide128.txt $OUT/x/decide96.txt
+P128=$(tail -1 $OUT/x/decide128.txt); P96=$(tail -1 $OUT/x/decide96.txt)
+echo "picks: d128 $P128, d96 $P96" | tee -a $OUT/x/info.txt
+K=kernels/attn_fast.cu
+cp $K /tmp/attn_fast_before.cu
+case $P128 in
+  bn176|bn160|bn144) sed -i "s/^#define ATTN_WS_BN128N_TMAO 128 /#define ATTN_WS_BN128N_TMAO ${P128#bn} /" $K ;;
+esac
+case $P96 in
+  d96s) sed -i 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 2 /' $K ;;
+  d96n) sed -i 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 1 /' $K ;;
+  d96v) sed -i 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 3 /' $K ;;
+  d96v3) sed -i -e 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 3 /' -e 's/^#define ATTN_WS_NWG96 2 /#define ATTN_WS_NWG96 3 /' \
+           -e 's/^#define ATTN_WS_BN96 128 /#define ATTN_WS_BN96 112 /' $K ;;
+  d96n3) sed -i -e 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 1 /' -e 's/^#define ATTN_WS_NWG96 2 /#define ATTN_WS_NWG96 3 /' \
+           -e 's/^#define ATTN_WS_BN96 128 /#define ATTN_WS_BN96 112 /' $K ;;
+  d96n3b96) sed -i -e 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 1 /' -e 's/^#define ATTN_WS_NWG96 2 /#define ATTN_WS_NWG96 3 /' \
+              -e 's/^#define ATTN_WS_BN96 128 /#define ATTN_WS_BN96 96 /' $K ;;
+esac
+grep -n "^#define ATTN_WS_BN128N_TMAO \|^#define ATTN_WS_D96N \|^#define ATTN_WS_NWG96 \|^#define ATTN_WS_BN96 " $K | cut -c1-48 | tee -a $OUT/x/info.txt
+changed=0; cmp -s $K /tmp/attn_fast_before.cu || changed=1
+[ $changed = 1 ] && diff /tmp/attn_fast_before.cu $K > $OUT/x/adopted.diff
+rec=--no-record; [ $changed = 1 ] && rec=
+ATTNQ_DIAG_PROFILE=$OUT/x/full.prof timeout 280 python3 -m attnq verify $K --suite full --anchors fa3,cudnn,flash $rec --json \
+  > $OUT/x/full.json 2> $OUT/x/full.err
+echo "full(anchors, adopted=$changed, profiled) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
+tail -3 $OUT/x/full.err
+[ $changed = 1 ] && tar czf $OUT/campaign.tgz .campaign
+for row in d128_n_s512 d128_n_s1024; do
+  timeout 40 python3 scripts/ws_trace.py .prebuilt/tr.so --one $row --skip 0 --bn 128 --json $OUT/x/trace_$row.json > $OUT/x/trace_$row.txt 2>&1
+  echo "trace $row rc=$?"; tail -3 $OUT/x/trace_$row.txt
+done
+left=$(( ${BUDGET:-570} - $(el) - 10 ))
+T="tests/gpu/test_original.py tests/gpu/test_adversarial.py"; [ $changed = 1 ] && T="tests/gpu/test_fast.py $T"
+if [ $left -gt 30 ]; then
+  ATTNQ_FAST_KERNEL=$K timeout $left python3 -m pytest -v -m gpu $T -p no:cacheprovider > $OUT/x/gpu_tests.log 2>&1
+  echo "gpu tests rc=$? $(tail -1 $OUT/x/gpu_tests.log) t=$(el)"
+fi
+left=$(( ${BUDGET:-570} - $(el) - 10 ))
+if [ $left -gt 120 ]; then
+  OUT=$OUT/x AA_SUITES="full" AA_BUDGET_MS=75 timeout $left bash scripts/gpu_run.sh aa > $OUT/x/aa75.log 2>&1
+  echo "aa75 rc=$? t=$(el)"; grep -h "A/A\|geomean\|wall" $OUT/x/aa75.log | tail -4
+fi
+tar czf $OUT/x.tgz -C $OUT x && rm -rf $OUT/x
+echo "done t=$(el)"
