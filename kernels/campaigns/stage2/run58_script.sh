@@ -56,7 +56,8 @@ grep -n "^#define ATTN_WS_BN128N_TMAO \|^#define ATTN_WS_D96N \|^#define ATTN_WS
 changed=0; cmp -s $K /tmp/attn_fast_before.cu || changed=1
 [ $changed = 1 ] && diff /tmp/attn_fast_before.cu $K > $OUT/x/adopted.diff
 rec=--no-record; [ $changed = 1 ] && rec=
-ATTNQ_DIAG_PROFILE=$OUT/x/full.prof timeout 280 python3 -m attnq verify $K --suite full --anchors fa3,cudnn,flash $rec --json \
+left=$(( ${BUDGET:-570} - $(el) - 15 )); [ $left -gt 280 ] && left=280
+ATTNQ_DIAG_PROFILE=$OUT/x/full.prof timeout $left python3 -m attnq verify $K --suite full --anchors fa3,cudnn,flash $rec --json \
   > $OUT/x/full.json 2> $OUT/x/full.err
 echo "full(anchors, adopted=$changed, profiled) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
 tail -3 $OUT/x/full.err
