@@ -171,6 +171,9 @@ def build_task(state: ServerState) -> TaskInfo:
              "get_verification(job_id) until finished."),
             "Answer every question that comes back (reflect gives one on demand) before the next change.",
             "declare(kind='limit'|'done', text) when you believe you hit a limit or reached the goal.",
+            ("A bug report as a scenario: a .toml suite in the workspace (docs/checks.md, 'Scenario fields'); "
+             "read attnq://suites/<file>.toml to check it loads (no GPU needed), then verify_kernel(path, "
+             "suite='<file>.toml')."),
         ],
         notes=notes,
     )
