@@ -60,11 +60,11 @@ def describe_extras(extras: dict) -> str:
     parts = []
     for key, val in extras.items():
         if not isinstance(val, dict):
-            parts.append(f"{key}={val}")
+            parts.append(f"{key}={json.dumps(val)}")  # TOML's spelling of scalars: true, 0.5
             continue
         for sub, spec in val.items():
             if not isinstance(spec, dict):
-                parts.append(f"{key}.{sub}={spec}")
+                parts.append(f"{key}.{sub}={json.dumps(spec)}")
                 continue
             spec = dict(spec)
             head = spec.pop("dist", None) or spec.pop("kind", "?")
