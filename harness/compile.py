@@ -401,8 +401,9 @@ def _run_nvcc(argv: list[str], timeout_s: float, cwd: Path) -> subprocess.Comple
     try:
         # nvcc echoes the candidate's bytes (preprocessed output, diagnostics quoting a source line), which
         # need not be UTF-8 (a Latin-1 string literal is valid C++): undecodable bytes become U+FFFD
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-                                errors="replace", cwd=cwd, start_new_session=True)
+        # stdin closed: `#include "/dev/stdin"` must not read attnq's own input (the MCP stdio server's protocol)
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, encoding="utf-8", errors="replace", cwd=cwd, start_new_session=True)
     except OSError as exc:
         raise ToolchainError(f"cannot run nvcc ({argv[0]}): {exc}") from None
     out, err, timed_out = communicate_or_kill(proc, timeout_s)
@@ -483,7 +484,12 @@ def _build(source: Path, text: str, nvcc: str, flags: list[str], version: str, a
     """:func:`compile_kernel` past a cache miss: the policy scans, nvcc, the ABI and symbol checks, the cache entry."""
     entry = cache_dir / key
     if policy:
-        raise_violations(scan_source_includes(text, str(source)))
+        # raw scans of the candidate's own files first: nothing is read outside its folder before they pass
+        roots = (str(source.parent.resolve()), str(KERNELS_DIR.resolve()))
+        found = scan_source_includes(text, str(source), roots)
+        for h in headers:
+            found += scan_source_includes(h.read_text(encoding="utf-8", errors="replace"), str(h), roots)
+        raise_violations(found)
         pre = _run_nvcc([nvcc, "-E", *[f for f in flags if f not in ("-Xptxas", "-v")], str(source)],
                         timeout_s, source.parent)
         if pre.returncode != 0:

@@ -196,8 +196,9 @@ def policy_fingerprint() -> str:
 
 
 class PolicyViolation(BaseModel):
-    """One refused item. ``kind``: header | symbol | library | instruction | entry_point; ``file``/``line``
-    for headers and entry points."""
+    """One refused item. ``kind``: header | symbol | library | instruction | entry_point | directive (a line
+    marker or system_header pragma in the candidate's own files); ``file``/``line`` for headers, directives and
+    entry points."""
 
     kind: str
     name: str
@@ -209,7 +210,8 @@ class PolicyViolation(BaseModel):
         """One human line naming the item (and where, for a header)."""
         where = f"{self.file}:{self.line}: " if self.file else ""
         what = {"header": "#include", "symbol": "imported symbol", "library": "linked library",
-                "instruction": "host instruction", "entry_point": "call of"}.get(self.kind, self.kind)
+                "instruction": "host instruction", "entry_point": "call of",
+                "directive": "directive"}.get(self.kind, self.kind)
         return f"{where}{what} `{self.name}` is not allowed: {self.reason}"
 
 
@@ -279,13 +281,47 @@ def list_includes(text: str) -> list[tuple[int, str, str]]:
     return [(clean.count("\n", 0, m.start()) + 1, m.group(1), m.group(2).strip()) for m in _INCLUDE_RE.finditer(clean)]
 
 
-def scan_source_includes(text: str, file: str) -> list[PolicyViolation]:
-    """Forbidden ``#include`` lines of one source text (raw scan, comments ignored)."""
+#: ``#line N "file"``, a GNU line marker ``# N "file" 3`` and the system-header pragmas: in the candidate's own
+#: files they would make its lines look like a toolkit or system header's to :func:`scan_preprocessed`, whose
+#: line markers decide what the candidate owns (a red team, session 16: ``<dlfcn.h>`` passed that way).
+_DISOWN_RE = re.compile(r'^[ \t]*#[ \t]*(?:line\b|\d+[ \t]+")|\bsystem_header\b', re.MULTILINE)
+_DISOWN_REASON = ("line markers (#line, # N \"file\") and system_header pragmas are not allowed in the candidate's "
+                  "own files: the policy reads the preprocessor's line markers to tell the candidate's code from the "
+                  "toolkit's")
+_INCLUDE_OUTSIDE = ("includes a file outside the candidate's folder and kernels/ (the compiler would read and may "
+                    "echo it): keep the candidate's headers beside it")
+
+
+def _include_outside(name: str, folder: str, roots: tuple[str, ...]) -> bool:
+    """Whether an include spelled ``name`` (in a file of ``folder``) names a file outside ``roots`` by an absolute
+    path or by ``..`` (resolved from the including folder and from each root, as the compiler searches)."""
+    norm = name.strip().replace("\\", "/")
+    if norm.startswith(("/", "~")):
+        bases = [""]
+    elif ".." in norm.split("/"):
+        bases = [folder, *roots]
+    else:
+        return False
+    return not any(_under(os.path.normpath(os.path.join(b, os.path.expanduser(norm))), roots) for b in bases)
+
+
+def scan_source_includes(text: str, file: str, roots: tuple[str, ...] = ()) -> list[PolicyViolation]:
+    """Forbidden ``#include`` lines of one source text (raw scan, comments ignored, before the preprocessor reads
+    anything): forbidden headers; with ``roots`` (the folders the candidate may include from) an include of a file
+    outside them by an absolute path or ``..`` (``#include "/etc/passwd"``, ``"/dev/stdin"``: the compiler would
+    read it and may echo it in a diagnostic); and line markers or system_header pragmas (:data:`_DISOWN_RE`)."""
     out = []
+    folder = os.path.dirname(os.path.abspath(file))
     for line, _, name in list_includes(text):
         reason = forbidden_header_reason(name)
+        if not reason and roots and _include_outside(name, folder, roots):
+            reason = _INCLUDE_OUTSIDE
         if reason:
             out.append(PolicyViolation(kind="header", name=name, reason=reason, file=file, line=line))
+    clean = _strip_comments(text)
+    for m in _DISOWN_RE.finditer(clean):
+        out.append(PolicyViolation(kind="directive", name=m.group(0).strip(), reason=_DISOWN_REASON, file=file,
+                                   line=clean.count("\n", 0, m.start()) + 1))
     return out
 
 

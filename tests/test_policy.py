@@ -246,3 +246,62 @@ def test_entry_point_rule_on_real_preprocessing(tmp_path) -> None:
              'cudaGetDriverEntryPoint(NAME(CAT(cuStream, Create)), &f, cudaEnableDefault, &r);'))
     with pytest.raises(PolicyError, match="cuStreamCreate"):
         compile_kernel(pasted, cache_dir=tmp_path / "c")
+
+
+def test_raw_scan_refuses_includes_outside_the_folder_and_disowning_directives(tmp_path) -> None:
+    """Session 16's red team: `#include "/tmp/x/secret.txt"` under `#ifndef __CUDA_ARCH__` was read by the host
+    compile and echoed in its error; `#line`, `# 1 "f" 3` and a local header's `#pragma GCC system_header` made
+    `<dlfcn.h>` look like the toolkit's. The raw scan refuses them before the preprocessor reads anything."""
+    roots = (str(tmp_path / "cand"), str(tmp_path / "kernels"))
+    src = str(tmp_path / "cand" / "k.cu")
+
+    def refused(text: str) -> list[tuple[str, str, int | None]]:
+        return [(v.kind, v.name, v.line) for v in scan_source_includes(text, src, roots)]
+
+    text = ('#include "attn_abi.h"\n#include "mine/helpers.h"\n#ifndef __CUDA_ARCH__\n#include "/tmp/x/secret.txt"\n'
+            '#endif\n#include </dev/stdin>\n#include "../../etc/passwd"\n#include "../cand/ok.h"\n'
+            f'#include "{tmp_path}/cand/abs_inside.h"\n')
+    assert refused(text) == [("header", "/tmp/x/secret.txt", 4), ("header", "/dev/stdin", 6),
+                             ("header", "../../etc/passwd", 7)]
+    assert "outside the candidate's folder" in scan_source_includes(text, src, roots)[0].reason
+    assert refused('#line 1 "/usr/local/cuda/include/x.h"\n') == [("directive", "#line", 1)]
+    assert refused('int a;\n  # 12 "k.cu" 3\n') == [("directive", '# 12 "', 2)]
+    assert refused('#pragma GCC system_header\n_Pragma("GCC system_header")\n') == [
+        ("directive", "system_header", 1), ("directive", "system_header", 2)]
+    assert refused('// #line 3 "x"  and system_header in a comment\nint b; /* # 1 "y" */\n') == []
+    assert refused('#include "/tmp/x/secret.txt"\n'.replace("/tmp/x", str(tmp_path / "cand"))) == []
+    assert scan_source_includes('#include "/etc/passwd"\n', src) == []  # no roots: the folder rule is not asked
+
+
+def test_nvcc_reads_nothing_outside_the_folder_and_not_attnq_stdin(tmp_path) -> None:
+    """End to end: a host-only include of a file outside the folder is refused by the policy before nvcc runs (its
+    text never reaches an error), and nvcc's stdin is closed (`#include "/dev/stdin"` under policy=False reads
+    nothing of attnq's input, e.g. the MCP stdio protocol)."""
+    import subprocess
+    import sys
+
+    from harness.compile import compile_kernel, find_nvcc
+    from harness.errors import ToolchainError
+
+    try:
+        find_nvcc()
+    except ToolchainError as err:
+        pytest.skip(err.message)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("campaign_secret_value = TOPSECRET\n")
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    body = ('#include "attn_abi.h"\n#ifndef __CUDA_ARCH__\n#include "{inc}"\n#endif\n'
+            'extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t s) {{ return 0; }}\n')
+    (cand / "k.cu").write_text(body.format(inc=outside / "secret.txt"))
+    with pytest.raises(PolicyError) as info:
+        compile_kernel(cand / "k.cu", cache_dir=tmp_path / "c")
+    assert "outside the candidate's folder" in str(info.value) and "TOPSECRET" not in str(info.value.details)
+    (cand / "s.cu").write_text(body.format(inc="/dev/stdin"))
+    code = ("import sys; from harness.compile import compile_kernel; from harness.errors import AttnqError\n"
+            f"try: compile_kernel({str(cand / 's.cu')!r}, cache_dir={str(tmp_path / 'c')!r}, policy=False)\n"
+            "except AttnqError as e: print(type(e).__name__, e, e.details)\n")
+    r = subprocess.run([sys.executable, "-c", code], input="PIPED_PROTOCOL_BYTES\n", capture_output=True, text=True,
+                       timeout=300, check=False)
+    assert "PIPED_PROTOCOL_BYTES" not in r.stdout + r.stderr, r.stdout[-2000:]
