@@ -496,7 +496,6 @@ def _build(source: Path, text: str, nvcc: str, flags: list[str], version: str, a
             _raise_for_failure(parse_diagnostics(pre.stderr + "\n" + pre.stdout), pre.stderr, policy, "preprocessing")
         owned = _owned_predicate(nvcc)
         # the driver entry-point rule is judged on the preprocessed text: comments gone, macros expanded
-        roots = (str(source.parent), str(KERNELS_DIR))
         raise_violations(scan_preprocessed(pre.stdout, owned, roots) + scan_driver_entry_points(pre.stdout, owned))
 
     sweep_stale_builds(cache_dir)

@@ -170,12 +170,11 @@ def practical_peak(spec: Any, heads: int, sc: Scenario | None = None, q_spec: An
     distributions; ``sc`` and ``q_spec`` are needed for a rising k)."""
     if spec is None:
         return DEFAULT_DRAW_PEAK
-    fixed = _peak_abs(spec, heads)
     tail = _TAIL_SIGMAS * getattr(spec, "std", 0.0)
     if isinstance(spec, Rising):
         mu = q_mean_sum(q_spec, sc.head_dim) if sc is not None else 0.0
         return (rising_offset_max(spec, sc, mu) if mu and sc is not None else 0.0) + tail
-    return (fixed or 0.0) + (tail if isinstance(spec, Normal | HighDims | HeadTagged) else 0.0)
+    return (_peak_abs(spec, heads) or 0.0) + tail  # tail 0 where the distribution has no std (uniform, constant, large)
 
 
 def fp32_range_problems(sc: Scenario) -> list[str]:
@@ -193,12 +192,12 @@ def fp32_range_problems(sc: Scenario) -> list[str]:
     out = []
     logit = sc.head_dim * pq * pk * max(1.0, scale)
     if not logit < FP32_MAX:
-        out.append(f"logits can reach {logit:.3g} (head_dim {sc.head_dim} x max|q| {pq:.3g} x max|k| {pk:.3g}"
+        out.append(f"inputs: logits can reach {logit:.3g} (head_dim {sc.head_dim} x max|q| {pq:.3g} x max|k| {pk:.3g}"
                    f"{f' x softmax_scale {scale:g}' if scale > 1 else ''}), beyond fp32's largest value {FP32_MAX:.3g}: "
                    "the fp32 reference and every kernel overflow; lower the magnitudes of q or k")
     row = sc.seqlen_k * pv
     if not row < FP32_MAX:
-        out.append(f"an unnormalized P V row can reach {row:.3g} (seqlen_k {sc.seqlen_k} x max|v| {pv:.3g}), beyond "
+        out.append(f"inputs: an unnormalized P V row can reach {row:.3g} (seqlen_k {sc.seqlen_k} x max|v| {pv:.3g}), beyond "
                    f"fp32's largest value {FP32_MAX:.3g}: the fp32 reference and every kernel overflow; lower v")
     return out
 

@@ -75,8 +75,12 @@ def estimate_peak_bytes(sc: Scenario) -> PeakEstimate:
     return PeakEstimate(buffers=buffers, copies=copies, reference=reference, total=buffers + copies + reference)
 
 
-def refusal(sc: Scenario, device_bytes: int,
-            reserve_bytes: int = RESERVE_BYTES + FLUSH_BYTES + REPEAT_LAUNCHER_BYTES) -> str | None:
+#: What a device keeps beside a scenario's own memory: the CUDA context and allocator slack, the flush buffer, the
+#: repeats' second launcher.
+DEVICE_RESERVE_BYTES = RESERVE_BYTES + FLUSH_BYTES + REPEAT_LAUNCHER_BYTES
+
+
+def refusal(sc: Scenario, device_bytes: int, reserve_bytes: int = DEVICE_RESERVE_BYTES) -> str | None:
     """A plain message when ``sc`` cannot fit a device of ``device_bytes``, else None."""
     est = estimate_peak_bytes(sc)
     room = device_bytes - reserve_bytes

@@ -308,18 +308,10 @@ _SPELLED_AS = {"num_heads_q": ("heads", "hidden"), "num_heads_kv": ("heads", "hi
 
 def _keys_of_message(msg: str) -> list[str]:
     """The key path a scenario-level message is about, for its line: ``inputs.v: ...`` -> inputs, v;
-    ``num_heads_q=28 not divisible ...`` -> num_heads_q; an fp32 overflow -> inputs; else none."""
-    m = re.match(r"(inputs|layout)\.(\w+)", msg)
-    if m:
-        return [m.group(1), m.group(2)]
-    m = re.match(r"(\w+)=", msg)
-    if m:
-        return [m.group(1)]
-    if msg.startswith(("logits can reach", "an unnormalized P V row")):
-        return ["inputs"]
-    if msg.startswith("layout packed_qkv"):
-        return ["layout"]
-    return []
+    ``inputs: ...`` or ``layout packed_qkv ...`` -> inputs / layout; ``num_heads_q=28 not divisible ...`` ->
+    num_heads_q; else none."""
+    m = re.match(r"(inputs|layout)(?:\.(\w+))?\b", msg) or re.match(r"(\w+)=", msg)
+    return [k for k in m.groups() if k] if m else []
 
 
 def load_suite(name_or_path: str | Path, _seen: frozenset[Path] = frozenset()) -> Suite:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from harness.memory import FLUSH_BYTES, REPEAT_LAUNCHER_BYTES, RESERVE_BYTES, estimate_peak_bytes
+from harness.memory import DEVICE_RESERVE_BYTES, estimate_peak_bytes
 from harness.scenarios import load_suite, suite_choices_text
 
 #: An H200's memory (141 GiB, rounded down to what CUDA reports: 139.8 GiB), the largest GPU attnq is run on.
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     about = f" — {suite.description}" if suite.description else ""
     print(f"suite {suite.name}: {n} scenario{'' if n == 1 else 's'}{about}")
     print("  groups: " + ", ".join(f"{g} {n}" for g, n in suite.groups().items()))
-    room_bytes = H200_BYTES - RESERVE_BYTES - FLUSH_BYTES - REPEAT_LAUNCHER_BYTES
+    room_bytes = H200_BYTES - DEVICE_RESERVE_BYTES
     too_big = 0
     for s in suite.scenarios:
         peak = estimate_peak_bytes(s).total
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"      {describe_extras(s.extras)}")
     if too_big:
         print(f"{too_big} scenario{' needs' if too_big == 1 else 's need'} more than an H200's {H200_BYTES / 2**30:.1f} GiB "
-              f"(less {(H200_BYTES - room_bytes) / 2**30:.1f} GiB for the CUDA context and flush buffers): attnq verify "
+              f"(less {DEVICE_RESERVE_BYTES / 2**30:.1f} GiB for the CUDA context and flush buffers): attnq verify "
               "refuses them against the GPU's own memory before allocating anything; shrink batch, heads or lengths")
     return 0
 
