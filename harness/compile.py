@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
 import json
 import os
@@ -23,7 +22,7 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -34,6 +33,7 @@ from harness.abi import ABI_VERSION
 from harness.build_dir import check_nvcc_path, sweep_stale_builds
 from harness.errors import AbiError, CompileError, InputError, ToolchainError
 from harness.logging import get_logger
+from harness.nvcc_passes import host_pass_flags, owned_predicate
 from harness.policy import (
     PolicyViolation,
     check_library,
@@ -377,25 +377,6 @@ def _from_cache(entry: Path, source: Path, started: float) -> CompileResult | No
                                   "compile_time_s": round(time.perf_counter() - started, 4)})
 
 
-@functools.lru_cache(maxsize=8)
-def _system_prefixes(nvcc: str) -> tuple[str, ...]:
-    toolkit = os.path.normpath(str(Path(nvcc).resolve().parent.parent))
-    return ("/usr/include", "/usr/lib", "/usr/local/include", "/usr/local/cuda", "/opt/nvidia", toolkit)
-
-
-def _owned_predicate(nvcc: str) -> Callable[[str], bool]:
-    """True for a file the candidate wrote: not a toolkit or system header (policy.scan_preprocessed)."""
-    prefixes = _system_prefixes(nvcc)
-
-    def is_owned(path: str) -> bool:
-        if path.startswith("<"):
-            return False
-        p = os.path.normpath(path)
-        return not any(p == s or p.startswith(s.rstrip("/") + "/") for s in prefixes)
-
-    return is_owned
-
-
 def _run_nvcc(argv: list[str], timeout_s: float, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run nvcc in its own process group; on timeout kill the group (cicc/ptxas too) -> CompileError."""
     try:
@@ -490,13 +471,16 @@ def _build(source: Path, text: str, nvcc: str, flags: list[str], version: str, a
         for h in headers:
             found += scan_source_includes(h.read_text(encoding="utf-8", errors="replace"), str(h), roots)
         raise_violations(found)
-        pre = _run_nvcc([nvcc, "-E", *[f for f in flags if f not in ("-Xptxas", "-v")], str(source)],
-                        timeout_s, source.parent)
-        if pre.returncode != 0:
-            _raise_for_failure(parse_diagnostics(pre.stderr + "\n" + pre.stdout), pre.stderr, policy, "preprocessing")
-        owned = _owned_predicate(nvcc)
-        # the driver entry-point rule is judged on the preprocessed text: comments gone, macros expanded
-        raise_violations(scan_preprocessed(pre.stdout, owned, roots) + scan_driver_entry_points(pre.stdout, owned))
+        owned = owned_predicate(nvcc)
+        pre_flags = [f for f in flags if f not in ("-Xptxas", "-v")]
+        # both of nvcc's passes: code under `#ifndef __CUDA_ARCH__` exists only in the host pass (nvcc_passes)
+        for what, extra in (("preprocessing", []), ("preprocessing (host pass)",
+                                                    host_pass_flags(nvcc, pre_flags, source.parent))):
+            pre = _run_nvcc([nvcc, "-E", *pre_flags, *extra, str(source)], timeout_s, source.parent)
+            if pre.returncode != 0:
+                _raise_for_failure(parse_diagnostics(pre.stderr + "\n" + pre.stdout), pre.stderr, policy, what)
+            # the driver entry-point rule is judged on the preprocessed text: comments gone, macros expanded
+            raise_violations(scan_preprocessed(pre.stdout, owned, roots) + scan_driver_entry_points(pre.stdout, owned))
 
     sweep_stale_builds(cache_dir)
     tmp = cache_dir / f".tmp-{key[:16]}-{os.getpid()}-{secrets.token_hex(4)}"

@@ -2088,6 +2088,12 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_BN96
 #define ATTN_WS_BN96 128  // with ATTN_WS_NWG96 3: the d96 key-tile width (causal or not)
 #endif
+#ifndef ATTN_WS_NWG128
+#define ATTN_WS_NWG128 2  // session 17 candidate: consumer warpgroups of the d128 prefill kernel (3: 192 rows per CTA at
+#endif                    // the 160-register budget; one softmax in three hidden behind the other two's MMAs)
+#ifndef ATTN_WS_BN128W3
+#define ATTN_WS_BN128W3 96  // with ATTN_WS_NWG128 3: the d128 key-tile width (causal or not; S and P must fit 160 registers)
+#endif
 #ifndef ATTN_WS_TMA_O_VBUF
 #define ATTN_WS_TMA_O_VBUF 0  // session 10 candidate: O staged over the V ring instead of Q's buffer (FA3's choice), so the
 #endif                        // next tile's Q loads early; the producer holds the next tile's first V until the store read it
@@ -3040,6 +3046,8 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
 // ATTN_WS_BN128N), on DR real columns (96: ATTN_WS_D96, the padding zero-filled by TMA).
 template <typename T, int DR>
 int launch_ws_d128(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
+    if constexpr (ATTN_WS_NWG128 == 3 && DR == 128)
+        return launch_ws<128, ATTN_WS_BN128W3, ATTN_WS_ST128, true, 3, T, DR>(kp, bf16, num_sms, stream);
     if (kp.causal) return launch_ws<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, DR>(kp, bf16, num_sms, stream);
     return launch_ws<128, ATTN_WS_TMA_O ? ATTN_WS_BN128N_TMAO : ATTN_WS_BN128N, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, DR>(
         kp, bf16, num_sms, stream);

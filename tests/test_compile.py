@@ -215,13 +215,13 @@ def test_include_outside_the_candidate_folder_is_refused_without_its_text(
 
 def test_toolkit_internal_includes_pass_real_preprocessor() -> None:
     """CUB includes thrust/ and pthread.h for itself; only the candidate's own includes count."""
-    from harness.compile import _owned_predicate
+    from harness.nvcc_passes import owned_predicate
 
     nvcc = find_nvcc()
     out = subprocess.run([nvcc, "-E", *[f for f in nvcc_flags() if f not in ("-Xptxas", "-v")],
                           str(DATA / "valid.cu")], capture_output=True, text=True, timeout=120, check=True).stdout
     assert "/pthread.h" in out or "/thrust/" in out
-    assert scan_preprocessed(out, _owned_predicate(nvcc)) == []
+    assert scan_preprocessed(out, owned_predicate(nvcc)) == []
 
 
 # ------------------------------------------------------------------------------------------------

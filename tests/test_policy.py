@@ -305,3 +305,54 @@ def test_nvcc_reads_nothing_outside_the_folder_and_not_attnq_stdin(tmp_path) -> 
     r = subprocess.run([sys.executable, "-c", code], input="PIPED_PROTOCOL_BYTES\n", capture_output=True, text=True,
                        timeout=300, check=False)
     assert "PIPED_PROTOCOL_BYTES" not in r.stdout + r.stderr, r.stdout[-2000:]
+
+
+def test_host_pass_undefs_from_dry_runs() -> None:
+    """The host pass is `nvcc -E` without the device-only macros: read from real `nvcc --dryrun` command lines
+    (nvcc 13, -gencode compute_90a), and refused when either pass is missing."""
+    from harness.errors import ToolchainError
+    from harness.nvcc_passes import host_pass_undefs
+
+    pre = ('#$ _NVVM_BRANCH_=nvvm\n#$ gcc -D__CUDA_ARCH__=900 -D__CUDA_ARCH_FEAT_SM90_ALL -D__CUDA_ARCH_SPECIFIC__=900 '
+           '-D__CUDA_ARCH_LIST__=900 -E -x c++ -DCUDA_DOUBLE_MATH_FUNCTIONS -D__CUDACC__ -D__NVCC__ '
+           '"-I/usr/local/cuda/include" -include "cuda_runtime.h" -m64 "x.cu"\n')
+    build = ('#$ gcc -D__CUDA_ARCH_LIST__=900 -E -x c++ -D__CUDACC__ -D__NVCC__ "-I/usr/local/cuda/include" '
+             '-include "cuda_runtime.h" -m64 "x.cu" -o "/tmp/x.cpp4.ii"\n'
+             '#$ cudafe++ --c++17 --gen_c_file_name "/tmp/x.cudafe1.cpp"\n' + pre.replace('"x.cu"', '"x.cu" -o y'))
+    assert host_pass_undefs(pre, build) == ("CUDA_DOUBLE_MATH_FUNCTIONS", "__CUDA_ARCH_FEAT_SM90_ALL",
+                                            "__CUDA_ARCH_SPECIFIC__", "__CUDA_ARCH__")
+    with pytest.raises(ToolchainError, match="host preprocessing"):
+        host_pass_undefs(pre, pre)  # no host command
+    with pytest.raises(ToolchainError, match="__CUDA_ARCH__"):
+        host_pass_undefs(build.splitlines()[0], build)  # the -E pass given is the host one
+
+
+@pytest.mark.slow
+def test_host_only_code_is_scanned(tmp_path) -> None:
+    """Session 16's red team hole (1): the scans read only nvcc -E's device pass, so a macro-built `<dlfcn.h>` or a
+    `cuGetProcAddress` lookup under `#ifndef __CUDA_ARCH__` passed. Both passes are scanned now; honest host-only
+    code (a printf under the same guard) still compiles."""
+    from harness.compile import compile_kernel, find_nvcc
+    from harness.errors import ToolchainError
+
+    try:
+        find_nvcc()
+    except ToolchainError as err:
+        pytest.skip(err.message)
+    body = ('#include "attn_abi.h"\n#ifndef __CUDA_ARCH__\n{host}\n#endif\n'
+            'extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t s) {{ {call} return 0; }}\n')
+    cases = {
+        "honest": ("#include <cstdio>\nstatic void note() { std::printf(\"host\\n\"); }", "", None),
+        "header": ("#define H <dlfcn.h>\n#include H", "", "dlfcn.h"),
+        "entry": (("static void* grab() { void* f; cudaDriverEntryPointQueryResult r; "
+                   "cudaGetDriverEntryPoint(\"cuGetProcAddress\", &f, cudaEnableDefault, &r); return f; }"),
+                  "", "cuGetProcAddress"),
+    }
+    for name, (host, call, refused) in cases.items():
+        src = tmp_path / f"{name}.cu"
+        src.write_text(body.format(host=host, call=call))
+        if refused is None:
+            compile_kernel(src, cache_dir=tmp_path / "c")  # does not raise
+            continue
+        with pytest.raises(PolicyError, match=refused.replace(".", r"\.")):
+            compile_kernel(src, cache_dir=tmp_path / "c")

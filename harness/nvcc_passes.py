@@ -1,0 +1,105 @@
+"""Which preprocessor passes nvcc runs, so the source policy can read every one of them.
+
+nvcc preprocesses a ``.cu`` file twice: once for the device (``__CUDA_ARCH__`` defined, the text that
+``nvcc -E`` prints) and once for the host (``__CUDA_ARCH__`` undefined, the text that gcc compiles). Code under
+``#ifndef __CUDA_ARCH__`` exists only in the host pass, so a policy that scans ``nvcc -E`` alone misses a
+macro-built ``#include <dlfcn.h>`` or a driver entry-point lookup there (session 16's red team). The host pass
+is ``nvcc -E`` with the device-only macros undefined; which macros those are depends on the toolkit and the
+arch (``__CUDA_ARCH_FEAT_SM90_ALL``, ``__CUDA_ARCH_SPECIFIC__``...), so they are read from ``nvcc --dryrun``:
+the macros on the ``-E`` pass's gcc command minus those on the real build's host preprocessing command.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.errors import ToolchainError
+
+__all__ = ["host_pass_flags", "host_pass_undefs", "owned_predicate", "system_prefixes"]
+
+_MEMO: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _gcc_commands(dryrun: str) -> list[list[str]]:
+    """The host compiler's command lines (argv) in ``nvcc --dryrun`` output (lines ``#$ gcc ...``)."""
+    out = []
+    for line in dryrun.splitlines():
+        if not line.startswith("#$ "):
+            continue
+        try:
+            argv = shlex.split(line[3:])
+        except ValueError:
+            continue
+        if argv and os.path.basename(argv[0]) in ("gcc", "g++", "cc", "c++", "clang", "clang++"):
+            out.append(argv)
+    return out
+
+
+def _defined(argv: list[str]) -> set[str]:
+    return {a[2:].split("=", 1)[0] for a in argv if a.startswith("-D") and len(a) > 2}
+
+
+def host_pass_undefs(dryrun_preprocess: str, dryrun_build: str) -> tuple[str, ...]:
+    """The macros to undefine on ``nvcc -E`` so that it prints the host pass instead of the device pass.
+
+    Args:
+        dryrun_preprocess: stderr of ``nvcc --dryrun -E <flags> x.cu`` (one ``gcc -E`` line, the device pass).
+        dryrun_build: stderr of ``nvcc --dryrun <flags> x.cu -o x.so``; its first ``gcc -E`` line without
+            ``-D__CUDA_ARCH__`` is the host preprocessing.
+    Returns the sorted macro names defined on the first and not on the second (``__CUDA_ARCH__`` among them).
+    Raises ToolchainError when either command is missing from the output or ``__CUDA_ARCH__`` is not among them.
+    """
+    device = [a for a in _gcc_commands(dryrun_preprocess) if "-E" in a]
+    host = [a for a in _gcc_commands(dryrun_build) if "-E" in a and "__CUDA_ARCH__" not in _defined(a)]
+    if not device or not host:
+        raise ToolchainError("cannot tell nvcc's host preprocessing from its device preprocessing in `nvcc --dryrun` "
+                             "output: the source policy needs both passes")
+    undefs = tuple(sorted(_defined(device[0]) - _defined(host[0])))
+    if "__CUDA_ARCH__" not in undefs:
+        raise ToolchainError("nvcc --dryrun: the -E pass does not define __CUDA_ARCH__; cannot derive the host pass")
+    return undefs
+
+
+def host_pass_flags(nvcc: str, flags: list[str], cwd: Path) -> list[str]:
+    """``-Xcompiler -U<macro>`` options that turn ``nvcc -E <flags>`` into nvcc's host pass (see the module doc).
+
+    Runs ``nvcc --dryrun`` twice on a file name that need not exist (dry runs read nothing); memoized per nvcc
+    and flags. Raises ToolchainError when nvcc cannot be run or its dry run cannot be read.
+    """
+    key = (nvcc, *flags)
+    if key not in _MEMO:
+        texts = []
+        for extra in (["-E", "x.cu"], ["x.cu", "-o", "x.so"]):
+            try:
+                proc = subprocess.run([nvcc, "--dryrun", *flags, *extra], capture_output=True, text=True, check=False,
+                                      stdin=subprocess.DEVNULL, cwd=cwd, timeout=60)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise ToolchainError(f"cannot run `nvcc --dryrun`: {exc}") from None
+            texts.append(proc.stderr + proc.stdout)
+        _MEMO[key] = host_pass_undefs(*texts)
+    return [f for m in _MEMO[key] for f in ("-Xcompiler", f"-U{m}")]
+
+
+@functools.lru_cache(maxsize=8)
+def system_prefixes(nvcc: str) -> tuple[str, ...]:
+    """Folders whose headers belong to the toolkit or the system, not to the candidate."""
+    toolkit = os.path.normpath(str(Path(nvcc).resolve().parent.parent))
+    return ("/usr/include", "/usr/lib", "/usr/local/include", "/usr/local/cuda", "/opt/nvidia", toolkit)
+
+
+def owned_predicate(nvcc: str) -> Callable[[str], bool]:
+    """True for a file the candidate wrote: not a toolkit or system header (policy.scan_preprocessed)."""
+    prefixes = system_prefixes(nvcc)
+
+    def is_owned(path: str) -> bool:
+        if path.startswith("<"):
+            return False
+        p = os.path.normpath(path)
+        return not any(p == s or p.startswith(s.rstrip("/") + "/") for s in prefixes)
+
+    return is_owned
