@@ -63,6 +63,11 @@ DENIED_CALLS = (
     "add_key", "request_key", "keyctl",
 )
 
+#: fcntl commands refused (record locks, open-file-description locks, leases: <asm-generic/fcntl.h>,
+#: <linux/fcntl.h>): F_GETLK 5, F_SETLK 6, F_SETLKW 7, F_OFD_GETLK 36, F_OFD_SETLK 37, F_OFD_SETLKW 38,
+#: F_SETLEASE 1024, F_GETLEASE 1025.
+FCNTL_LOCK_CMDS = (5, 6, 7, 36, 37, 38, 1024, 1025)
+
 
 class _RulesetAttr(ctypes.Structure):
     _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
@@ -203,6 +208,11 @@ def _build_seccomp() -> tuple[object, str]:
     f.add_rule(sc.ERRNO(errno.EAGAIN), "clone")  # no thread, no process, whatever the flags
     f.add_rule(eperm, "prlimit64", sc.Arg(2, sc.NE, 0))  # reading a limit stays possible
     f.add_rule(eperm, "sendto", sc.Arg(4, sc.NE, 0))  # only the connected socket the launcher was given
+    # file locks are state the two candidate processes could share through any file both can open (a system
+    # library): F_GETLK in one reads what F_SETLK set in the other (red team, session 16). No lock of any kind.
+    f.add_rule(eperm, "flock")
+    for cmd in FCNTL_LOCK_CMDS:
+        f.add_rule(eperm, "fcntl", sc.Arg(1, sc.EQ, cmd))
     return f, name
 
 

@@ -69,6 +69,19 @@ attempt("shmget", lambda: raw("shmget", libc.shmget(0, 4096, 0o1600)))
 attempt("msgget", lambda: raw("msgget", libc.msgget(0, 0o1600)))
 attempt("semget", lambda: raw("semget", libc.semget(0, 1, 0o1600)))
 attempt("add_key", lambda: raw("add_key", libc.syscall(248, b"user", b"attnq", b"x", 1, -2)))
+def lock(cmd, ltype=0):  # struct flock: l_type, l_whence (short), l_start, l_len (off_t), l_pid
+    fd = os.open(os.path.realpath("/proc/self/exe"), os.O_RDONLY)  # a file the other launcher can open too
+    try:
+        fl = (ctypes.c_short * 2)(ltype, 0)
+        buf = ctypes.create_string_buffer(bytes(fl) + bytes(4) + bytes(24))
+        raw("fcntl", libc.fcntl(fd, cmd, buf))
+    finally:
+        os.close(fd)
+attempt("fcntl_setlk", lambda: lock(6))  # F_RDLCK on a read-only descriptor
+attempt("fcntl_getlk", lambda: lock(5))
+attempt("fcntl_ofd_setlk", lambda: lock(37))
+attempt("flock", lambda: raw("flock", libc.flock(os.open(tmp, os.O_RDONLY), 1)))
+attempt("fcntl_getfl", lambda: raw("fcntl", libc.fcntl(os.open(tmp, os.O_RDONLY), 3)))
 attempt("read_outside", lambda: open(outside).read())
 attempt("list_outside", lambda: os.listdir(os.path.dirname(outside)))
 attempt("read_own_temp", lambda: open(os.path.join(tmp, "lib.so")).read())
@@ -102,7 +115,7 @@ def test_each_forbidden_call_is_refused_and_what_the_launcher_needs_is_not(tmp_p
     got = json.loads(proc.stdout)
     landlock, seccomp, caps, warnings = got.pop("report")
     assert landlock and seccomp and caps and not warnings
-    allowed = {"getrlimit", "read_own_temp", "read_system_lib", "read_own_proc", "write_own_temp", "import_from_pythonpath"}
+    allowed = {"getrlimit", "fcntl_getfl", "read_own_temp", "read_system_lib", "read_own_proc", "write_own_temp", "import_from_pythonpath"}
     for name, result in got.items():
         if name in allowed:
             assert result == "allowed", f"{name}: {result}"
