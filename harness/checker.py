@@ -51,6 +51,7 @@ from harness.endpoints import (
     KernelFatal,
     RefusedCall,
     WorkAfterReturn,
+    describe_refused,
     fatal_kind,
 )
 from harness.host_cover import host_cover_cycles
@@ -170,7 +171,7 @@ class Runner:
     def _result(self, res: CallResult, who: str) -> CallResult:
         if res.refused:
             raise Fail("forbidden_call", "symbol_policy",
-                       f"{who} asked the driver for {', '.join(res.refused)} (only cuTensorMap* may be resolved)")
+                       f"{who} {describe_refused(res.refused)}")
         if res.threads:
             raise Fail("work_after_return", "work_after_return", f"{who}: {WorkAfterReturn(res.threads, 'attn_fwd')}")
         if res.status != 0:

@@ -40,11 +40,27 @@ class KernelFatal(Exception):
         self.kind = kind
 
 
+#: How the launcher names a forbidden library it finds mapped (harness/launcher.py ``Launcher.refused``).
+LOADED_PREFIX = "loaded "
+
+
+def describe_refused(names: tuple[str, ...] | list[str]) -> str:
+    """What a launcher refused, as one phrase: driver functions the entry-point guard refused (``asked the driver
+    for cuStreamCreate (only cuTensorMap* may be resolved)``) and forbidden libraries found mapped into the process
+    (entries starting with :data:`LOADED_PREFIX`: ``loaded libcublasLt.so.13 (cuBLAS ...)``), joined by ``; ``."""
+    driver = [n for n in names if not n.startswith(LOADED_PREFIX)]
+    parts = [n for n in names if n.startswith(LOADED_PREFIX)]
+    if driver:
+        parts.insert(0, f"asked the driver for {', '.join(driver)} (only cuTensorMap* may be resolved)")
+    return "; ".join(parts)
+
+
 class RefusedCall(Exception):
-    """The kernel asked the driver for a function the entry-point guard refuses (names in ``names``)."""
+    """The kernel asked the driver for a function the entry-point guard refuses, or a forbidden library was found
+    mapped into its process (``names``: see :func:`describe_refused`)."""
 
     def __init__(self, names: tuple[str, ...], where: str) -> None:
-        super().__init__(f"{where} asked the driver for {', '.join(names)} (only cuTensorMap* may be resolved)")
+        super().__init__(f"{where} {describe_refused(names)}")
         self.names = names
 
 

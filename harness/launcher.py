@@ -38,7 +38,7 @@ from typing import Any
 
 from harness.abi import POINTER_FIELDS, KernelLibrary, params_from_bytes
 from harness.arena import close_arena, open_arena
-from harness.endpoints import fatal_kind
+from harness.endpoints import LOADED_PREFIX, fatal_kind
 
 MAX_FDS = 4
 #: A kernel that does nothing, loaded from PTX and launched through the driver API before the sandbox
@@ -204,6 +204,20 @@ class _Host:
         return 0.0  # no device: nothing outlives the call
 
 
+def mapped_files() -> set[str]:
+    """The files mapped into this process now (the path column of ``/proc/self/maps``; empty where it is absent)."""
+    out = set()
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                parts = line.rstrip("\n").split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/"):
+                    out.add(parts[5].removesuffix(" (deleted)"))
+    except OSError:
+        pass
+    return out
+
+
 class Launcher:
     """The message loop's state: the device, the guard, the library, the mapped arenas."""
 
@@ -213,16 +227,37 @@ class Launcher:
         self.arenas: dict[int, tuple[int, int, dict, Any]] = {}  # id -> (base, size, desc, keep)
         self.tasks = live_tasks()  # the launcher's own threads and the CUDA runtime's, before the library
         self.orphans: list[Any] = []  # host arenas unmapped by the checker while library threads lived (``unmap``)
+        self.maps = mapped_files() if guard is None else set()  # without the guard: what was mapped before the library
 
     def threads(self) -> int:
         """Threads alive now that were not before the library was loaded."""
         return len(live_tasks() - self.tasks)
 
     def refused(self, before: int) -> list[str]:
-        if self.guard is None:
-            return []
-        after = int(self.guard.attnq_guard_refused_count())
-        return [self.guard.attnq_guard_last_refused().decode(errors="replace")] if after > before else []
+        """The driver function the guard refused since its count was ``before``, and a forbidden library
+        (cuBLAS, cuDNN, CUTLASS: policy.forbidden_library_reason) loaded into the process however it was loaded
+        (an import is refused at compile time; a dlopen found by walking libc's memory is not): each load,
+        query and call that finds one fails (endpoints.describe_refused). The guard lists the dynamic linker's
+        libraries (~us); without it, the files mapped since the launcher started are read from /proc/self/maps
+        (~0.5-1 ms)."""
+        out = []
+        if self.guard is not None:
+            if int(self.guard.attnq_guard_refused_count()) > before:
+                out.append(self.guard.attnq_guard_last_refused().decode(errors="replace"))
+            new = {self.guard.attnq_guard_forbidden_library().decode(errors="replace")} \
+                if self.guard.attnq_guard_forbidden_libraries() else set()
+        else:
+            new = mapped_files() - self.maps
+        if new:  # rare: the policy (and pydantic) imported only then, not at every start
+            from harness.policy import forbidden_library_reason
+
+            for path in sorted(new):
+                reason = forbidden_library_reason(path)
+                if reason:  # judged again at every request: it stays loaded
+                    out.append(f"{LOADED_PREFIX}{os.path.basename(path)} ({reason})")
+                else:
+                    self.maps.add(path)
+        return out
 
     def guard_count(self) -> int:
         return int(self.guard.attnq_guard_refused_count()) if self.guard is not None else 0
@@ -319,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         if guard is not None:
             guard.attnq_guard_last_refused.restype = ctypes.c_char_p
             guard.attnq_guard_refused_count.restype = ctypes.c_long
+            guard.attnq_guard_forbidden_libraries.restype = ctypes.c_long
+            guard.attnq_guard_forbidden_library.restype = ctypes.c_char_p
         if args.host_cover_cycles < 0:
             raise ValueError(f"--host-cover-cycles must be >= 0, not {args.host_cover_cycles}")
         dev = _Cuda(args.cudart, args.gpu, args.host_cover_cycles) if args.device == "cuda" else _Host(args.host_cover_cycles)

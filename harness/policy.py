@@ -265,6 +265,20 @@ def forbidden_header_reason(name: str) -> str | None:
     return None
 
 
+def forbidden_library_reason(path: str) -> str | None:
+    """Why a shared library found mapped into a candidate's process at run time is refused, or None.
+
+    ``path`` is a file path from ``/proc/self/maps`` (``/usr/lib/x86_64-linux-gnu/libcublasLt.so.13``); the file
+    name without ``lib`` is judged like a header name (:data:`FORBIDDEN_LIBRARY_PREFIXES`: cuBLAS, cuDNN, CUTLASS)
+    and its folders by :data:`FORBIDDEN_LIBRARY_DIRS`. Only shared objects (``.so`` in the name) are judged.
+    """
+    base = os.path.basename(path)
+    if ".so" not in base:
+        return None
+    stem = base.removeprefix("lib")
+    return forbidden_header_reason(os.path.join(os.path.dirname(path), stem))
+
+
 def _strip_comments(text: str) -> str:
     """Blank out comments (keeping newlines, so line numbers stay) but keep string literals."""
 

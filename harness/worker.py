@@ -161,10 +161,10 @@ def finish_endpoints(job: WorkerJob, cand: Any, orig: Any, arenas: Any, cand_b: 
         if cand_b is not None:
             refused = refused or cand_b.load(job.load_timeout_s)
         if refused:
+            from harness.endpoints import describe_refused
             from harness.launch_client import LauncherError
 
-            raise LauncherError(f"the candidate asked the driver for {', '.join(refused)} while loading (only "
-                                "cuTensorMap* may be resolved)")
+            raise LauncherError(f"the candidate {describe_refused(refused)} while loading")
     except Exception:
         for k in (cand, orig, cand_b):
             if k is not None:

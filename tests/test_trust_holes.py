@@ -263,3 +263,29 @@ def test_the_repeat_process_costs_one_launcher_start(built: Path) -> None:
     for res in (res_one, res_two):
         assert res.candidate.layout == "dense" and 3 <= res.candidate.samples <= 9 + 2 * 9
     assert two < one + 5.0, (one, two)
+
+
+# ------------------------------------------------- a forbidden library loaded at run time (red team hole 3)
+
+
+def test_a_forbidden_library_loaded_at_run_time_fails_the_call(built: Path, tmp_path: Path) -> None:
+    """Session 16's red team: host code that finds libc's dlopen by walking memory (no import, so the symbol
+    policy sees nothing) could load cuBLAS or cuDNN from any readable folder. The launcher compares the files
+    mapped into its process (/proc/self/maps) with those before the library: a call that finds a cuBLAS, cuDNN
+    or CUTLASS library mapped fails `forbidden_call`, with the file named. Control: a library of another name
+    loads (the probe returns 99, `launch_status`), so the refusal comes from the name, not from a broken dlopen."""
+    import shutil
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    built_libs = {}
+    for name in ("libcublasLt.so.13", "libhelper.so.1"):
+        path = tmp_path / name
+        subprocess.run([cc, "-shared", "-fPIC", "-x", "c", "-", "-o", str(path)], input="int attnq_fake_symbol;\n",
+                       check=True, capture_output=True, text=True)
+        built_libs[name], _ = hostkernels.build(built, cheat=7, probe=11, probe_path=str(path))
+    for guard in (True, False):  # the guard's list of loaded libraries; without the guard, /proc/self/maps
+        res, _ = _verify(built, lib=built_libs["libcublasLt.so.13"], sandbox="off", guard=guard)
+        assert (res.check, res.failure_kind) == ("symbol_policy", "forbidden_call"), (guard, res.message)
+        assert "loaded libcublasLt.so.13 (cuBLAS" in res.message
+    res, _ = _verify(built, lib=built_libs["libhelper.so.1"], sandbox="off")
+    assert (res.check, res.failure_kind) == ("launch_status", "unsupported") and "99" in res.message

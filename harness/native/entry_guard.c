@@ -4,11 +4,16 @@
  * candidate, so the candidate's imports of cudaGetDriverEntryPoint* bind here (no LD_PRELOAD). Only a name
  * that is cuTensorMap followed by letters, digits or '_' is passed on to the runtime (dlsym RTLD_NEXT);
  * any other name gets a NULL function, cudaDriverEntryPointSymbolNotFound and cudaErrorNotPermitted, and
- * is recorded for the launcher, which reports it to the checker (the scenario fails: symbol_policy). */
+ * is recorded for the launcher, which reports it to the checker (the scenario fails: symbol_policy).
+ * It also lists, for the launcher, the loaded libraries whose file name names cuBLAS, cuDNN or CUTLASS
+ * (dl_iterate_phdr: whatever the dynamic linker loaded, however dlopen was reached, e.g. found by walking
+ * libc's memory with no import); harness/policy.py forbidden_library_reason judges the names. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <stddef.h>
 #include <string.h>
+#include <strings.h>
 
 #define NOT_PERMITTED 800        /* cudaErrorNotPermitted */
 #define SYMBOL_NOT_FOUND 1       /* cudaDriverEntryPointSymbolNotFound */
@@ -72,3 +77,30 @@ GUARD_V(cudaGetDriverEntryPointByVersion_ptsz)
 /* For the launcher: how many names were refused so far, and the last one. */
 long attnq_guard_refused_count(void) { return __atomic_load_n(&refused_count, __ATOMIC_SEQ_CST); }
 const char* attnq_guard_last_refused(void) { return last_refused; }
+
+/* The loaded libraries whose file name (less "lib") starts with cublas, cudnn or cutlass: their number now, and
+ * the path of the last one found (dl_iterate_phdr walks the dynamic linker's list: no system call). */
+static char forbidden_path[512];
+static int forbidden_one(struct dl_phdr_info* info, size_t size, void* count) {
+    static const char* const names[] = {"cublas", "cudnn", "cutlass"};
+    const char* path = info->dlpi_name;
+    (void)size;
+    if (path == NULL || path[0] == 0) return 0;
+    const char* base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (strncmp(base, "lib", 3) == 0) base += 3;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
+        if (strncasecmp(base, names[i], strlen(names[i])) == 0) {
+            strncpy(forbidden_path, path, sizeof forbidden_path - 1);
+            ++*(long*)count;
+            break;
+        }
+    }
+    return 0;
+}
+long attnq_guard_forbidden_libraries(void) {
+    long count = 0;
+    dl_iterate_phdr(forbidden_one, &count);
+    return count;
+}
+const char* attnq_guard_forbidden_library(void) { return forbidden_path; }

@@ -15,8 +15,8 @@
  *                       4 create a file outside the temp dir, 5 read the parent's memory; through the libc
  *                       walk of attnq_libc_walk.h: 6 read the file -DPROBE_PATH, 7 SysV shared memory,
  *                       8 sendto the unix datagram socket -DPROBE_PATH, 9 a POSIX message queue, 10 a
- *                       key in the user's keyring); returns 99 when it succeeded, computes honestly when
- *                       it was refused
+ *                       key in the user's keyring, 11 dlopen the library -DPROBE_PATH); returns 99 when it
+ *                       succeeded, computes honestly when it was refused
  *   8 HANG_ON_LOAD      a constructor that never returns
  *   9 ENTRY_OTHER       asks cudaGetDriverEntryPoint for cuStreamCreate (link with -lcudart); 99 if it got it
  *  10 ENTRY_TENSOR_MAP  asks for cuTensorMapEncodeTiled (allowed: the answer does not matter), then honest
@@ -355,6 +355,9 @@ int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
     long key = syscall_ ? syscall_(248 /* add_key */, "user", "attnq-probe", "x", 1L, -2L /* user keyring */) : -1;
     escaped = key >= 0;
     if (key >= 0) syscall_(250 /* keyctl */, 21L /* KEYCTL_INVALIDATE */, key);
+#elif PROBE == 11
+    void* (*dlopen_)(const char*, int) = rt_resolve("dlopen");
+    escaped = dlopen_ && dlopen_(PROBE_PATH, 2 /* RTLD_NOW */) != NULL;
 #endif
     if (escaped) return 99;
     return honest(p);
