@@ -2094,6 +2094,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_BN128W3
 #define ATTN_WS_BN128W3 96  // with ATTN_WS_NWG128 3: the d128 key-tile width (causal or not; S and P must fit 160 registers)
 #endif
+#ifndef ATTN_WS_ST128W3
+#define ATTN_WS_ST128W3 ATTN_WS_ST128  // with ATTN_WS_NWG128 3: K/V stages (3 fit at BN 80 with the TMA-O staging)
+#endif
 #ifndef ATTN_WS_TMA_O_VBUF
 #define ATTN_WS_TMA_O_VBUF 0  // session 10 candidate: O staged over the V ring instead of Q's buffer (FA3's choice), so the
 #endif                        // next tile's Q loads early; the producer holds the next tile's first V until the store read it
@@ -3047,7 +3050,7 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
 template <typename T, int DR>
 int launch_ws_d128(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     if constexpr (ATTN_WS_NWG128 == 3 && DR == 128)
-        return launch_ws<128, ATTN_WS_BN128W3, ATTN_WS_ST128, true, 3, T, DR>(kp, bf16, num_sms, stream);
+        return launch_ws<128, ATTN_WS_BN128W3, ATTN_WS_ST128W3, true, 3, T, DR>(kp, bf16, num_sms, stream);
     if (kp.causal) return launch_ws<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, DR>(kp, bf16, num_sms, stream);
     return launch_ws<128, ATTN_WS_TMA_O ? ATTN_WS_BN128N_TMAO : ATTN_WS_BN128N, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, DR>(
         kp, bf16, num_sms, stream);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # session 17 (run 61): run 58 (session 16's one-call plan) with the three-consumer d128 question of run 60 in the same
 # bench: the d128 pick is among the key tiles bn176/bn160/bn144 and three consumer warpgroups at BN 80 / 96 (w3b80,
-# w3b96); the d96 question keeps its three likeliest variants (d96n, d96n3, d96v3; d96 lifts neither goal). Then as
+# w3b96; w3b80s3: three K/V stages); the d96 question keeps its three likeliest variants (d96n, d96n3, d96v3; d96 lifts neither goal). Then as
 # run 58: the picks adopted by sed; `full` with anchors fa3,cudnn,flash recorded and profiled when something was
 # adopted (else the sparse original's full without anchors); the d128 s512/s1k trace; the GPU tests owed; A/A at
 # --budget-ms 75 with what is left.
@@ -12,7 +12,7 @@ T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/x/info.txt
 git log --oneline -1 | tee -a $OUT/x/info.txt
 . scripts/gpu_env.sh
-LIBS=$PWD/.prebuilt; V="base bn176 bn160 bn144 w3b80 w3b96 d96n d96n3 d96v3"
+LIBS=$PWD/.prebuilt; V="base bn176 bn160 bn144 w3b80 w3b96 w3b80s3 d96n d96n3 d96v3"
 for n in $V; do
   timeout 150 python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant $n= --prebuilt $LIBS --check-only > /tmp/c_$n.log 2>&1 &
 done
@@ -28,7 +28,7 @@ echo "checked t=$(el)"
 timeout 220 python3 scripts/kernel_bench.py kernels/attn_fast.cu "${ok[@]}" --prebuilt $LIBS --no-check --dims 96,128 \
   --json $OUT/x/bench.json > $OUT/x/bench.log 2>&1
 tail -4 $OUT/x/bench.log; echo "bench t=$(el)"
-python3 scripts/pick_variant.py $OUT/x/bench.json --dims 128 --only bn176,bn160,bn144,w3b80,w3b96 --min-seqlen 512 \
+python3 scripts/pick_variant.py $OUT/x/bench.json --dims 128 --only bn176,bn160,bn144,w3b80,w3b96,w3b80s3 --min-seqlen 512 \
   --class-floor 0.985 --min-gain 0.01 > $OUT/x/decide128.txt 2>&1
 python3 scripts/pick_variant.py $OUT/x/bench.json --dims 96 --only d96n,d96n3,d96v3 --min-seqlen 512 \
   --class-floor 0.985 --min-gain 0.02 > $OUT/x/decide96.txt 2>&1
@@ -41,6 +41,9 @@ case $P128 in
   bn176|bn160|bn144) sed -i "s/^#define ATTN_WS_BN128N_TMAO 128 /#define ATTN_WS_BN128N_TMAO ${P128#bn} /" $K ;;
   w3b80|w3b96) sed -i -e 's/^#define ATTN_WS_NWG128 2 /#define ATTN_WS_NWG128 3 /' \
                  -e "s/^#define ATTN_WS_BN128W3 96 /#define ATTN_WS_BN128W3 ${P128#w3b} /" $K ;;
+  w3b80s3) sed -i -e 's/^#define ATTN_WS_NWG128 2 /#define ATTN_WS_NWG128 3 /' \
+             -e 's/^#define ATTN_WS_BN128W3 96 /#define ATTN_WS_BN128W3 80 /' \
+             -e 's/^#define ATTN_WS_ST128W3 ATTN_WS_ST128 /#define ATTN_WS_ST128W3 3 /' $K ;;
 esac
 case $P96 in
   d96s) sed -i 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 2 /' $K ;;
@@ -53,7 +56,7 @@ case $P96 in
   d96n3b96) sed -i -e 's/^#define ATTN_WS_D96N 0 /#define ATTN_WS_D96N 1 /' -e 's/^#define ATTN_WS_NWG96 2 /#define ATTN_WS_NWG96 3 /' \
               -e 's/^#define ATTN_WS_BN96 128 /#define ATTN_WS_BN96 96 /' $K ;;
 esac
-grep -n "^#define ATTN_WS_BN128N_TMAO \|^#define ATTN_WS_NWG128 \|^#define ATTN_WS_BN128W3 \|^#define ATTN_WS_D96N \|^#define ATTN_WS_NWG96 \|^#define ATTN_WS_BN96 " $K | cut -c1-48 | tee -a $OUT/x/info.txt
+grep -n "^#define ATTN_WS_BN128N_TMAO \|^#define ATTN_WS_NWG128 \|^#define ATTN_WS_BN128W3 \|^#define ATTN_WS_ST128W3 \|^#define ATTN_WS_D96N \|^#define ATTN_WS_NWG96 \|^#define ATTN_WS_BN96 " $K | cut -c1-48 | tee -a $OUT/x/info.txt
 changed=0; cmp -s $K /tmp/attn_fast_before.cu || changed=1
 [ $changed = 1 ] && diff /tmp/attn_fast_before.cu $K > $OUT/x/adopted.diff
 left=$(( ${BUDGET:-570} - $(el) - 15 )); [ $left -gt 280 ] && left=280
