@@ -272,20 +272,24 @@ def test_a_forbidden_library_loaded_at_run_time_fails_the_call(built: Path, tmp_
     """Session 16's red team: host code that finds libc's dlopen by walking memory (no import, so the symbol
     policy sees nothing) could load cuBLAS or cuDNN from any readable folder. The launcher compares the files
     mapped into its process (/proc/self/maps) with those before the library: a call that finds a cuBLAS, cuDNN
-    or CUTLASS library mapped fails `forbidden_call`, with the file named. Control: a library of another name
+    or CUTLASS library mapped fails `forbidden_call`, with the file named (with the guard, also a renamed copy, by
+    its soname). Control: a library of another name
     loads (the probe returns 99, `launch_status`), so the refusal comes from the name, not from a broken dlopen."""
     import shutil
 
     cc = shutil.which("gcc") or shutil.which("cc")
     built_libs = {}
-    for name in ("libcublasLt.so.13", "libhelper.so.1"):
+    for name, soname in (("libcublasLt.so.13", "libcublasLt.so.13"), ("libhelper.so.1", "libhelper.so.1"),
+                         ("librenamed.so", "libcudnn.so.9")):  # a renamed copy keeps its soname
         path = tmp_path / name
-        subprocess.run([cc, "-shared", "-fPIC", "-x", "c", "-", "-o", str(path)], input="int attnq_fake_symbol;\n",
-                       check=True, capture_output=True, text=True)
+        subprocess.run([cc, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-x", "c", "-", "-o", str(path)],
+                       input="int attnq_fake_symbol;\n", check=True, capture_output=True, text=True)
         built_libs[name], _ = hostkernels.build(built, cheat=7, probe=11, probe_path=str(path))
     for guard in (True, False):  # the guard's list of loaded libraries; without the guard, /proc/self/maps
         res, _ = _verify(built, lib=built_libs["libcublasLt.so.13"], sandbox="off", guard=guard)
         assert (res.check, res.failure_kind) == ("symbol_policy", "forbidden_call"), (guard, res.message)
         assert "loaded libcublasLt.so.13 (cuBLAS" in res.message
+    res, _ = _verify(built, lib=built_libs["librenamed.so"], sandbox="off")  # the guard reads the soname
+    assert (res.check, res.failure_kind) == ("symbol_policy", "forbidden_call") and "libcudnn.so.9 (cuDNN" in res.message
     res, _ = _verify(built, lib=built_libs["libhelper.so.1"], sandbox="off")
     assert (res.check, res.failure_kind) == ("launch_status", "unsupported") and "99" in res.message

@@ -5,13 +5,14 @@
  * that is cuTensorMap followed by letters, digits or '_' is passed on to the runtime (dlsym RTLD_NEXT);
  * any other name gets a NULL function, cudaDriverEntryPointSymbolNotFound and cudaErrorNotPermitted, and
  * is recorded for the launcher, which reports it to the checker (the scenario fails: symbol_policy).
- * It also lists, for the launcher, the loaded libraries whose file name names cuBLAS, cuDNN or CUTLASS
+ * It also lists, for the launcher, the loaded libraries whose file name or soname names cuBLAS, cuDNN or CUTLASS
  * (dl_iterate_phdr: whatever the dynamic linker loaded, however dlopen was reached, e.g. found by walking
  * libc's memory with no import); harness/policy.py forbidden_library_reason judges the names. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -78,23 +79,44 @@ GUARD_V(cudaGetDriverEntryPointByVersion_ptsz)
 long attnq_guard_refused_count(void) { return __atomic_load_n(&refused_count, __ATOMIC_SEQ_CST); }
 const char* attnq_guard_last_refused(void) { return last_refused; }
 
-/* The loaded libraries whose file name (less "lib") starts with cublas, cudnn or cutlass: their number now, and
- * the path of the last one found (dl_iterate_phdr walks the dynamic linker's list: no system call). */
+/* The loaded libraries whose file name or DT_SONAME (less "lib") starts with cublas, cudnn or cutlass: their number
+ * now, and the last one found (its path, or its soname where only that matched: a renamed copy keeps its soname).
+ * dl_iterate_phdr walks the dynamic linker's list: no system call. */
 static char forbidden_path[512];
-static int forbidden_one(struct dl_phdr_info* info, size_t size, void* count) {
+static int forbidden_name(const char* name) {
     static const char* const names[] = {"cublas", "cudnn", "cutlass"};
-    const char* path = info->dlpi_name;
-    (void)size;
-    if (path == NULL || path[0] == 0) return 0;
-    const char* base = strrchr(path, '/');
-    base = base ? base + 1 : path;
+    if (name == NULL || name[0] == 0) return 0;
+    const char* base = strrchr(name, '/');
+    base = base ? base + 1 : name;
     if (strncmp(base, "lib", 3) == 0) base += 3;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
-        if (strncasecmp(base, names[i], strlen(names[i])) == 0) {
-            strncpy(forbidden_path, path, sizeof forbidden_path - 1);
-            ++*(long*)count;
-            break;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
+        if (strncasecmp(base, names[i], strlen(names[i])) == 0) return 1;
+    return 0;
+}
+static const char* soname_of(const struct dl_phdr_info* info) {
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
+        const ElfW(Dyn)* d = (const ElfW(Dyn)*)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        uintptr_t strtab = 0;
+        long so = -1;
+        for (; d->d_tag != DT_NULL; ++d) {
+            if (d->d_tag == DT_STRTAB) strtab = (uintptr_t)d->d_un.d_ptr;
+            if (d->d_tag == DT_SONAME) so = (long)d->d_un.d_val;
         }
+        if (strtab == 0 || so < 0) return NULL;
+        if (strtab < (uintptr_t)info->dlpi_addr) strtab += (uintptr_t)info->dlpi_addr;  /* not relocated in place */
+        return (const char*)strtab + so;
+    }
+    return NULL;
+}
+static int forbidden_one(struct dl_phdr_info* info, size_t size, void* count) {
+    (void)size;
+    const char* path = info->dlpi_name;
+    const char* soname = soname_of(info);
+    const char* hit = forbidden_name(path) ? path : forbidden_name(soname) ? soname : NULL;
+    if (hit != NULL) {
+        strncpy(forbidden_path, hit, sizeof forbidden_path - 1);
+        ++*(long*)count;
     }
     return 0;
 }
