@@ -211,8 +211,8 @@ def _build_seccomp() -> tuple[object, str]:
     # file locks are state the two candidate processes could share through any file both can open (a system
     # library): F_GETLK in one reads what F_SETLK set in the other (red team, session 16). No lock of any kind.
     f.add_rule(eperm, "flock")
-    for cmd in FCNTL_LOCK_CMDS:
-        f.add_rule(eperm, "fcntl", sc.Arg(1, sc.EQ, cmd))
+    for cmd in FCNTL_LOCK_CMDS:  # the kernel reads cmd as an int: judge the low 32 bits (red team, session 17:
+        f.add_rule(eperm, "fcntl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, cmd))  # (1 << 32) | F_SETLK passed EQ)
     return f, name
 
 

@@ -80,6 +80,14 @@ def lock(cmd, ltype=0):  # struct flock: l_type, l_whence (short), l_start, l_le
 attempt("fcntl_setlk", lambda: lock(6))  # F_RDLCK on a read-only descriptor
 attempt("fcntl_getlk", lambda: lock(5))
 attempt("fcntl_ofd_setlk", lambda: lock(37))
+def lock_high(cmd):  # the raw system call with bits above 32 set in cmd (the kernel reads an int)
+    fd = os.open(os.path.realpath("/proc/self/exe"), os.O_RDONLY)
+    try:
+        buf = ctypes.create_string_buffer(bytes((ctypes.c_short * 2)(0, 0)) + bytes(28))
+        raw("fcntl", libc.syscall(ctypes.c_long(72), ctypes.c_long(fd), ctypes.c_long((1 << 32) | cmd), buf))
+    finally:
+        os.close(fd)
+attempt("fcntl_setlk_high_bits", lambda: lock_high(6))
 attempt("flock", lambda: raw("flock", libc.flock(os.open(tmp, os.O_RDONLY), 1)))
 attempt("fcntl_getfl", lambda: raw("fcntl", libc.fcntl(os.open(tmp, os.O_RDONLY), 3)))
 attempt("read_outside", lambda: open(outside).read())
