@@ -35,6 +35,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from harness.errors import PolicyError, ToolchainError
+from harness.source_text import logical_text, stray_hashes
 
 # --------------------------------------------------------------------------------------------------
 # The data
@@ -181,13 +182,19 @@ REFUSED_SYMBOLS: tuple[tuple[str, str], ...] = (
 
 
 def policy_fingerprint() -> str:
-    """sha256 of all the lists above: part of the build cache key, so editing the policy re-checks."""
+    """sha256 of all the lists above and of the code that applies them (this module, harness/source_text.py,
+    harness/nvcc_passes.py, harness/compile.py): part of the build cache key, so editing the policy, or how it is
+    scanned, re-checks every candidate (a cache entry built under an older scan is not reused)."""
     import hashlib
     import json
 
     data = [FORBIDDEN_LIBRARY_DIRS, FORBIDDEN_LIBRARY_PREFIXES, FORBIDDEN_HOST_HEADERS, ALLOWED_LIBRARIES,
             ALLOWED_SYMBOLS, REFUSED_SYMBOLS]
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    h = hashlib.sha256(json.dumps(data, sort_keys=True).encode())
+    here = Path(__file__).resolve().parent
+    for name in ("policy.py", "source_text.py", "nvcc_passes.py", "compile.py"):
+        h.update(hashlib.sha256((here / name).read_bytes()).digest())
+    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -239,7 +246,6 @@ def raise_violations(violations: list[PolicyViolation]) -> None:
 # --------------------------------------------------------------------------------------------------
 
 _INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.MULTILINE)
-_COMMENT_RE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)
 
 
 def forbidden_header_reason(name: str) -> str | None:
@@ -279,20 +285,11 @@ def forbidden_library_reason(path: str) -> str | None:
     return forbidden_header_reason(os.path.join(os.path.dirname(path), stem))
 
 
-def _strip_comments(text: str) -> str:
-    """Blank out comments (keeping newlines, so line numbers stay) but keep string literals."""
-
-    def repl(m: re.Match[str]) -> str:
-        s = m.group(0)
-        return s if s.startswith('"') else re.sub(r"[^\n]", " ", s)
-
-    return _COMMENT_RE.sub(repl, text)
-
-
 def list_includes(text: str) -> list[tuple[int, str, str]]:
-    """``(line, delimiter, spelled name)`` for every ``#include`` outside comments (1-based lines)."""
-    clean = _strip_comments(text)
-    return [(clean.count("\n", 0, m.start()) + 1, m.group(1), m.group(2).strip()) for m in _INCLUDE_RE.finditer(clean)]
+    """``(line, delimiter, spelled name)`` for every ``#include`` outside comments (1-based physical lines), read as
+    the preprocessor reads it: line splices joined, ``%:`` as ``#`` (harness/source_text.py)."""
+    kept, lines, _ = logical_text(text)
+    return [(lines[kept.count("\n", 0, m.start())], m.group(1), m.group(2).strip()) for m in _INCLUDE_RE.finditer(kept)]
 
 
 #: ``#line N "file"``, a GNU line marker ``# N "file" 3`` and the system-header pragmas: in the candidate's own
@@ -302,6 +299,8 @@ _DISOWN_RE = re.compile(r'^[ \t]*#[ \t]*(?:line\b|\d+[ \t]+")|\bsystem_header\b'
 _DISOWN_REASON = ("line markers (#line, # N \"file\") and system_header pragmas are not allowed in the candidate's "
                   "own files: the policy reads the preprocessor's line markers to tell the candidate's code from the "
                   "toolkit's")
+_STRAY_HASH_REASON = ("a '#' outside a directive and not a macro operator (## or # before a parameter): a macro that "
+                      "carries a '#' into the preprocessed text can make a directive the policy never reads")
 _INCLUDE_OUTSIDE = ("includes a file outside the candidate's folder and kernels/ (the compiler would read and may "
                     "echo it): keep the candidate's headers beside it")
 
@@ -332,10 +331,12 @@ def scan_source_includes(text: str, file: str, roots: tuple[str, ...] = ()) -> l
             reason = _INCLUDE_OUTSIDE
         if reason:
             out.append(PolicyViolation(kind="header", name=name, reason=reason, file=file, line=line))
-    clean = _strip_comments(text)
-    for m in _DISOWN_RE.finditer(clean):
+    kept, lines, blank = logical_text(text)
+    for m in _DISOWN_RE.finditer(kept):
         out.append(PolicyViolation(kind="directive", name=m.group(0).strip(), reason=_DISOWN_REASON, file=file,
-                                   line=clean.count("\n", 0, m.start()) + 1))
+                                   line=lines[kept.count("\n", 0, m.start())]))
+    for line in stray_hashes(blank, lines):
+        out.append(PolicyViolation(kind="directive", name="#", reason=_STRAY_HASH_REASON, file=file, line=line))
     return out
 
 
@@ -368,7 +369,13 @@ def scan_preprocessed(text: str, is_owned: Callable[[str], bool],
     for raw in text.splitlines():
         m = _MARKER_RE.match(raw) if raw.startswith("# ") else None
         if not m:
-            stack[-1][1] += 1
+            cur = stack[-1]
+            if cur[0] and "system_header" in raw and raw.lstrip().startswith("#") and is_owned(cur[0]) \
+                    and ("pragma", cur[0]) not in seen:  # a _Pragma built by token pasting (the raw scan cannot see it)
+                seen.add(("pragma", cur[0]))
+                out.append(PolicyViolation(kind="directive", name="system_header", reason=_DISOWN_REASON,
+                                           file=cur[0], line=cur[1]))
+            cur[1] += 1
             continue
         num, fname, flags = int(m.group(1)), m.group(2), m.group(3).split()
         if "1" in flags:
@@ -379,7 +386,7 @@ def scan_preprocessed(text: str, is_owned: Callable[[str], bool],
                     kind="header", name=fname, file=parent[0] or None, line=parent[1] if parent[0] else None,
                     reason="a header outside the candidate's folder and kernels/ (and not a toolkit or system "
                            "header): keep the candidate's own headers next to it"))
-            if parent[0] and not parent[2] and is_owned(parent[0]):
+            if parent[0] and is_owned(parent[0]):  # by its path: a system flag on the candidate's file is not trusted
                 reason = forbidden_header_reason(fname)
                 if reason and (parent[0], fname) not in seen:
                     seen.add((parent[0], fname))

@@ -356,3 +356,57 @@ def test_host_only_code_is_scanned(tmp_path) -> None:
             continue
         with pytest.raises(PolicyError, match=refused.replace(".", r"\.")):
             compile_kernel(src, cache_dir=tmp_path / "c")
+
+
+def test_raw_scan_reads_splices_digraphs_and_macro_made_directives(tmp_path) -> None:
+    """Session 17's red team: a line splice (`#\\` + newline), the digraph `%:` and a `#` that a macro carries into
+    the preprocessed text (`#define H # include "/secret"`: nvcc's later passes run it as an include) hid line
+    markers, system_header pragmas and includes from the raw scan. It reads logical lines now (splices joined,
+    digraphs spelled out) and refuses a `#` that is neither a directive's nor a macro operator's."""
+    roots = (str(tmp_path),)
+    src = str(tmp_path / "k.cu")
+
+    def refused(text: str) -> list[tuple[str, str, int | None]]:
+        return [(v.kind, v.name, v.line) for v in scan_source_includes(text, src, roots)]
+
+    assert refused('int a;\n#\\\n1 "/usr/include/x.h" 3\n') == [("directive", '#1 "', 2)]
+    assert refused('%:1 "/usr/include/x.h" 3\n') == [("directive", '#1 "', 1)]
+    assert refused('%:include <dlfcn.h>\n') == [("header", "dlfcn.h", 1)]
+    assert refused('#pragma GCC system_\\\nheader\n') == [("directive", "system_header", 1)]
+    assert refused('#define H # include "/tmp/secret"\nH\n') == [("directive", "#", 1)]
+    assert refused('#define F(x) x\nF(# include "/tmp/s")\n') == [("directive", "#", 2)]
+    assert refused('#inc\\\nlude </etc/passwd>\n') == [("header", "/etc/passwd", 1)]
+    honest = ('#define S(x) #x\n#define C(a, b) a##b\n#define V(...) #__VA_ARGS__\n#define L(a) a %:%: 1\n'
+              'const char* t = "# not a directive %:";\nchar c = \'#\';  // a # in a comment\n/* # */ int x = C(1, 2);\n'
+              '#pragma unroll\n#if 1 // #\n#endif\n')
+    assert refused(honest) == []
+
+
+@pytest.mark.slow
+def test_macro_made_include_of_a_secret_is_refused_before_nvcc(tmp_path) -> None:
+    """End to end: `#define H # include "/outside/secret"` then `H` compiled, read the file and echoed it in the
+    compile error (red team, session 17); a pasted `_Pragma("GCC system_header")` in a local header made the
+    header's `<dlfcn.h>` pass as the toolkit's. Both are refused now, and the secret never reaches an error."""
+    from harness.compile import compile_kernel, find_nvcc
+    from harness.errors import ToolchainError
+
+    try:
+        find_nvcc()
+    except ToolchainError as err:
+        pytest.skip(err.message)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("campaign_secret_value = TOPSECRET\n")
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    tail = 'extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t s) { return 0; }\n'
+    (cand / "h.cu").write_text(f'#include "attn_abi.h"\n#define H # include "{outside}/secret.txt"\nH\n' + tail)
+    with pytest.raises(PolicyError) as info:
+        compile_kernel(cand / "h.cu", cache_dir=tmp_path / "c")
+    assert "TOPSECRET" not in str(info.value) + str(info.value.details)
+    (cand / "helper.h").write_text('#define CAT(a, b) a##b\n#define STR(x) #x\n#define XSTR(x) STR(x)\n'
+                                   '#define PRAGMA(x) _Pragma(XSTR(x))\nPRAGMA(GCC CAT(system_, header))\n'
+                                   '#define HDR <dlfcn.h>\n#include HDR\n')
+    (cand / "p.cu").write_text('#include "attn_abi.h"\n#include "helper.h"\n' + tail)
+    with pytest.raises(PolicyError, match="dlfcn|system_header"):
+        compile_kernel(cand / "p.cu", cache_dir=tmp_path / "c")
