@@ -40,6 +40,10 @@ class KernelFatal(Exception):
         self.kind = kind
 
 
+#: The exit code of a launcher whose loader audit (harness/native/entry_guard.c ``la_objopen``) saw a cuBLAS, cuDNN
+#: or CUTLASS library being loaded: it stops the process before the library's code can run.
+AUDIT_EXIT_CODE = 86
+
 #: How the launcher names a forbidden library it finds mapped (harness/launcher.py ``Launcher.refused``).
 LOADED_PREFIX = "loaded "
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from harness import child_pythonpath
 from harness.abi import POINTER_FIELDS, params_bytes
-from harness.endpoints import CallResult, KernelFatal, RefusedCall, WorkAfterReturn
+from harness.endpoints import AUDIT_EXIT_CODE, CallResult, KernelFatal, RefusedCall, WorkAfterReturn
 from harness.launcher import recv_msg, send_msg
 
 #: Limit for loading a library (its constructors run), apart from the interpreter and CUDA start.
@@ -68,8 +68,9 @@ class LauncherKernel:
         cmd = [sys.executable, "-m", "harness.launcher", "--sock", str(theirs.fileno()), "--device", device,
                "--gpu", str(gpu), "--tmp", self.tmp, "--libdir", self.libdir, "--cudart", cudart, "--sandbox", sandbox,
                "--host-cover-cycles", str(host_cover_cycles)]
-        if guard:
+        if guard:  # the entry guard, and the same library as the dynamic linker's auditor (entry_guard.c)
             cmd += ["--guard", guard]
+            env["LD_AUDIT"] = guard
         self.proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),), env=env, cwd=self.tmp, stdin=subprocess.DEVNULL)
         theirs.close()
         self.sock = ours
@@ -122,6 +123,13 @@ class LauncherKernel:
         self._ready = True
 
     # -- plumbing --------------------------------------------------------------------------------
+    def _died(self, code: int | None, exc: OSError | None = None) -> KernelFatal:
+        """The error for a launcher that is gone: ``forbidden_call`` when its loader audit stopped it."""
+        if code == AUDIT_EXIT_CODE:
+            return KernelFatal("forbidden_call", f"the {self.name}'s process loaded a cuBLAS, cuDNN or CUTLASS library "
+                                                 "(the entry guard's loader audit stopped it)")
+        return KernelFatal("crash", f"the {self.name}'s process died (exit code {code})" + (f": {exc}" if exc else ""))
+
     def _reply(self, timeout_s: float | None, what: str) -> dict[str, Any]:
         if timeout_s is not None:
             ready, _, _ = select.select([self.sock], [], [], timeout_s)
@@ -129,8 +137,7 @@ class LauncherKernel:
                 raise TimeoutError(f"{what}: no answer within {timeout_s:.0f} s")
         msg, _ = recv_msg(self.sock)
         if msg is None:
-            code = self.proc.wait(timeout=30)
-            raise KernelFatal("crash", f"the {self.name}'s process died (exit code {code})")
+            raise self._died(self.proc.wait(timeout=30))
         if msg.get("fatal"):
             raise KernelFatal(str(msg["fatal"]), str(msg.get("error")))
         return msg
@@ -139,8 +146,7 @@ class LauncherKernel:
         try:
             send_msg(self.sock, msg, fds)
         except OSError as exc:  # the process is gone
-            code = self.proc.poll()
-            raise KernelFatal("crash", f"the {self.name}'s process died (exit code {code}): {exc}") from None
+            raise self._died(self.proc.poll(), exc) from None
         reply = self._reply(timeout_s, f"{self.name} {msg.get('op')}")
         if not reply.get("ok"):
             raise LauncherError(f"{self.name} {msg.get('op')}: {reply.get('error')}")

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness import REPO_ROOT, child_pythonpath
+from harness.endpoints import KernelFatal
 from harness.launch_client import LauncherError
 from tests import hostkernels
 from tests.test_trust_split import NO_SANDBOX, SANDBOX, _child_env, _verify
@@ -280,8 +281,8 @@ def test_a_forbidden_library_loaded_at_run_time_fails_the_call(built: Path, tmp_
     """Session 16's red team: host code that finds libc's dlopen by walking memory (no import, so the symbol
     policy sees nothing) could load cuBLAS or cuDNN from any readable folder. The launcher compares the files
     mapped into its process (/proc/self/maps) with those before the library: a call that finds a cuBLAS, cuDNN
-    or CUTLASS library mapped fails `forbidden_call`, with the file named (with the guard, also a renamed copy, by
-    its soname). Control: a library of another name
+    or CUTLASS library mapped fails `forbidden_call`, with the file named; with the entry guard, its loader audit
+    (LD_AUDIT) makes the load fail, or stops the process as a renamed copy is mapped (by its soname). Control: a library of another name
     loads (the probe returns 99, `launch_status`), so the refusal comes from the name, not from a broken dlopen."""
     import shutil
 
@@ -293,11 +294,40 @@ def test_a_forbidden_library_loaded_at_run_time_fails_the_call(built: Path, tmp_
         subprocess.run([cc, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-x", "c", "-", "-o", str(path)],
                        input="int attnq_fake_symbol;\n", check=True, capture_output=True, text=True)
         built_libs[name], _ = hostkernels.build(built, cheat=7, probe=11, probe_path=str(path))
-    for guard in (True, False):  # the guard's list of loaded libraries; without the guard, /proc/self/maps
-        res, _ = _verify(built, lib=built_libs["libcublasLt.so.13"], sandbox="off", guard=guard)
-        assert (res.check, res.failure_kind) == ("symbol_policy", "forbidden_call"), (guard, res.message)
-        assert "loaded libcublasLt.so.13 (cuBLAS" in res.message
-    res, _ = _verify(built, lib=built_libs["librenamed.so"], sandbox="off")  # the guard reads the soname
-    assert (res.check, res.failure_kind) == ("symbol_policy", "forbidden_call") and "libcudnn.so.9 (cuDNN" in res.message
+    # with the guard, its loader audit: a search for the forbidden name finds nothing (the probe's dlopen fails, it
+    # computes honestly), and a renamed copy, known by its soname only once mapped, stops the process
+    res, _ = _verify(built, lib=built_libs["libcublasLt.so.13"], sandbox="off")
+    assert res.correct and res.failure_kind is None, res.message
+    with pytest.raises(KernelFatal, match="loaded a cuBLAS, cuDNN or CUTLASS library") as info:
+        _verify(built, lib=built_libs["librenamed.so"], sandbox="off")
+    assert info.value.kind == "forbidden_call"
+    res, _ = _verify(built, lib=built_libs["libcublasLt.so.13"], sandbox="off", guard=False)  # /proc/self/maps
+    assert (res.check, res.failure_kind) == ("symbol_policy", "forbidden_call"), res.message
+    assert "loaded libcublasLt.so.13 (cuBLAS" in res.message
     res, _ = _verify(built, lib=built_libs["libhelper.so.1"], sandbox="off")
+    assert (res.check, res.failure_kind) == ("launch_status", "unsupported") and "99" in res.message
+
+
+def test_the_dynamic_linker_audit_refuses_forbidden_loads_in_every_namespace(built: Path, tmp_path: Path) -> None:
+    """Session 17's red team: `dlmopen` into a new namespace (not in the guard's dl_iterate_phdr list) and a
+    dlopen closed again before the call returns (after the call nothing is left to see) got a cuBLAS-named library
+    past the run-time check. With the entry guard, the launcher's interpreter runs it as its LD_AUDIT auditor,
+    which sees every load in every namespace: a search for the forbidden name finds nothing (dlopen fails) and a
+    library mapped without a search (dlmopen) stops the process before its code runs (`forbidden_call`). Without the guard, /proc/self/maps still sees the dlmopen'd library
+    (forbidden_call) but not the closed one (the probe returns 99): the audit is what closes that hole."""
+    import shutil
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    path = tmp_path / "libcublasLt.so.13"
+    subprocess.run([cc, "-shared", "-fPIC", "-x", "c", "-", "-o", str(path)], input="int attnq_fake_symbol;\n",
+                   check=True, capture_output=True, text=True)
+    libs = {probe: hostkernels.build(built, cheat=7, probe=probe, probe_path=str(path))[0] for probe in (12, 13)}
+    with pytest.raises(KernelFatal, match="loaded a cuBLAS, cuDNN or CUTLASS library") as info:
+        _verify(built, lib=libs[12], sandbox="off")  # dlmopen: stopped as the library is mapped
+    assert info.value.kind == "forbidden_call"
+    res, _ = _verify(built, lib=libs[13], sandbox="off")  # dlopen: the search finds nothing, the probe is honest
+    assert res.correct and res.failure_kind is None, res.message
+    res, _ = _verify(built, lib=libs[12], sandbox="off", guard=False)
+    assert res.failure_kind == "forbidden_call" and "loaded libcublasLt.so.13" in res.message
+    res, _ = _verify(built, lib=libs[13], sandbox="off", guard=False)
     assert (res.check, res.failure_kind) == ("launch_status", "unsupported") and "99" in res.message

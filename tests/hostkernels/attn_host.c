@@ -15,7 +15,8 @@
  *                       4 create a file outside the temp dir, 5 read the parent's memory; through the libc
  *                       walk of attnq_libc_walk.h: 6 read the file -DPROBE_PATH, 7 SysV shared memory,
  *                       8 sendto the unix datagram socket -DPROBE_PATH, 9 a POSIX message queue, 10 a
- *                       key in the user's keyring, 11 dlopen the library -DPROBE_PATH); returns 99 when it
+ *                       key in the user's keyring, 11 dlopen the library -DPROBE_PATH, 12 dlmopen it into a new
+ *                       namespace, 13 dlopen and dlclose it before returning); returns 99 when it
  *                       succeeded, computes honestly when it was refused
  *   8 HANG_ON_LOAD      a constructor that never returns
  *   9 ENTRY_OTHER       asks cudaGetDriverEntryPoint for cuStreamCreate (link with -lcudart); 99 if it got it
@@ -358,6 +359,15 @@ int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
 #elif PROBE == 11
     void* (*dlopen_)(const char*, int) = rt_resolve("dlopen");
     escaped = dlopen_ && dlopen_(PROBE_PATH, 2 /* RTLD_NOW */) != NULL;
+#elif PROBE == 12
+    void* (*dlmopen_)(long, const char*, int) = rt_resolve("dlmopen");
+    escaped = dlmopen_ && dlmopen_(-1 /* LM_ID_NEWLM */, PROBE_PATH, 2 /* RTLD_NOW */) != NULL;
+#elif PROBE == 13
+    void* (*dlopen_)(const char*, int) = rt_resolve("dlopen");
+    int (*dlclose_)(void*) = rt_resolve("dlclose");
+    void* h = dlopen_ ? dlopen_(PROBE_PATH, 2 /* RTLD_NOW */) : NULL;
+    escaped = h != NULL;
+    if (h && dlclose_) dlclose_(h);
 #endif
     if (escaped) return 99;
     return honest(p);
