@@ -536,7 +536,8 @@ class Runner:
                 sources.keep(draw.keep, bufs_o, bufs_c)
             source = None if draw.source is None else drawer.name(draw.source)
             bound = bounds[draw.values]
-            bad = judge_timed_sample(vals.tolist(), n, bound, bufs_c.guard_names, repeat_of=source)  # one transfer
+            bad = judge_timed_sample(vals.tolist(), n, bound, bufs_c.guard_names, repeat_of=source,  # one transfer
+                                     original_ran=ro is not None)
             if not bad and whole_wanted:  # a secret subset: the checked draws' rule, whole output
                 whole = whole_check(sc, bufs_c, bufs_o, at_least=(bound.tol_o, bound.tol_lse)).failure(bufs_c.dtype)
                 if whole:

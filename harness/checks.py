@@ -199,13 +199,17 @@ class TimedBounds:
 
 
 def judge_timed_sample(values: list[float], n: int, tol: TimedBounds, guard_names: list[str],
-                       repeat_of: str | None = None) -> tuple[str, str, str] | None:
+                       repeat_of: str | None = None, *, original_ran: bool = True) -> tuple[str, str, str] | None:
     """None when timed call ``n`` passes, else ``(failure_kind, check, message)`` of the first failed check,
     in the order: input_integrity, timed_output (unwritten), guard_bands, timed_output (lse +inf rows),
     timed_output (whole output against the original), timed_output (sampled rows against the fp32
     reference, the checked calls' tolerance), determinism (a repeat must give its source's bits).
     ``values``: :func:`timed_sample_values` read back (``.tolist()``); ``repeat_of``: the call a repeat
-    replays, for the message (e.g. ``"checked draw 2"``; harness.draws.CallDrawer.name)."""
+    replays, for the message (e.g. ``"checked draw 2"``; harness.draws.CallDrawer.name). ``original_ran``: False
+    where the original skipped the sample (harness.timed_samples.OriginalPlan): the sampled rows' tolerance is then
+    the checked draws' alone, measured on other inputs, and gets one ulp of the dtype at the rows' reference
+    magnitude, for the reason :func:`timed_bound_o` gives (seen on an H100, run 61: an honest split-KV row 0.00185
+    off against 0.00136, under one bf16 ulp at its magnitude)."""
     (inputs_same, unwritten, fin_same, d_o, d_l, r_o, r_o_orig, ref_o, r_l, r_l_orig, ref_l, r_bad,
      repeat_same, o_max) = values[:_HEAD]
     if not inputs_same:
@@ -225,6 +229,8 @@ def judge_timed_sample(values: list[float], n: int, tol: TimedBounds, guard_name
                 (f"timed call {n} on fresh inputs: max|o - original| = {d_o:.3g} (bound {bound_o:.3g}), "
                  f"max|lse - original| = {d_l:.3g} (bound {tol.bound_lse:.3g}); outputs checked untimed were right"))
     lim_o = max(tol.tol_o, 2 * r_o_orig + FLOOR_O * max(1.0, ref_o))
+    if not original_ran:
+        lim_o += 2.0 ** (math.floor(math.log2(max(ref_o, 2.0**-14))) - tol.mantissa_bits)
     lim_l = max(tol.tol_lse, 2 * r_l_orig + FLOOR_LSE * max(1.0, ref_l))
     if not (r_o <= lim_o and r_l <= lim_l):
         return ("timed_output_wrong", "timed_output",

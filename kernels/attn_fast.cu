@@ -2078,19 +2078,20 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_TRACE 0  // debug build (session 12): clock64 marks of each consumer's issue points (scripts/ws_trace.py)
 #endif
 #ifndef ATTN_WS_D96N
-#define ATTN_WS_D96N 0  // session 15 candidate: head_dim 96 on the padded d128 kernel without the padding's work: S over
-#endif                  // 6 k-steps (not 8), O += P V as m64n96k16 (O in 48 registers, not 64): 25 % less MMA and rescale;
-                        // 2: only S's 6 k-steps (K-major operands, no partial swizzle atom: the safe half); 3: as 1 with
-                        // V in 64-byte swizzle (three whole 32-column atoms, the layout the PTX ISA defines for n96)
+#define ATTN_WS_D96N 3  // v19 (run 61, H100; with NWG96 3, BN96 112: d96 rows +10.7 %, 0.89 -> 0.99x FA3 in the bench):
+#endif                  // head_dim 96 on the padded d128 kernel without the padding's work: S over 6 k-steps (not 8),
+                        // O += P V as m64n96k16 (O in 48 registers, not 64): 25 % less MMA and rescale; 2: only S's
+                        // 6 k-steps (K-major operands, no partial swizzle atom); 1: as 3 with V in 128-byte swizzle;
+                        // 3: V in 64-byte swizzle (three whole 32-column atoms, the layout the PTX ISA defines for n96)
 #ifndef ATTN_WS_NWG96
-#define ATTN_WS_NWG96 2  // session 15 candidate: consumer warpgroups of the d96 kernel (3: 192 rows per CTA, FA3's tile
-#endif                   // height for head_dim 96; one softmax in three hidden behind the other two's MMAs)
+#define ATTN_WS_NWG96 3  // v19: consumer warpgroups of the d96 kernel (3: 192 rows per CTA, FA3's tile height for
+#endif                   // head_dim 96; one softmax in three hidden behind the other two's MMAs; session 15: 2)
 #ifndef ATTN_WS_BN96
-#define ATTN_WS_BN96 128  // with ATTN_WS_NWG96 3: the d96 key-tile width (causal or not)
+#define ATTN_WS_BN96 112  // v19: with ATTN_WS_NWG96 3, the d96 key-tile width (causal or not)
 #endif
 #ifndef ATTN_WS_NWG128
-#define ATTN_WS_NWG128 2  // session 17 candidate: consumer warpgroups of the d128 prefill kernel (3: 192 rows per CTA at
-#endif                    // the 160-register budget; one softmax in three hidden behind the other two's MMAs)
+#define ATTN_WS_NWG128 2  // session 17 candidate (run 61, H100: BN 80 0.934x v18 on the d128 rows, BN 96 spills 0.654x):
+#endif                    // consumer warpgroups of the d128 prefill kernel (3: 192 rows per CTA at 160 registers)
 #ifndef ATTN_WS_BN128W3
 #define ATTN_WS_BN128W3 96  // with ATTN_WS_NWG128 3: the d128 key-tile width (causal or not; S and P must fit 160 registers)
 #endif

@@ -51,12 +51,13 @@ def _build_with_knobs(knobs: tuple[tuple[str, str], ...], tmp_path: Path):
     return result
 
 
-@pytest.mark.parametrize("knobs", [(("ATTN_WS_THRESH", "8"), ("ATTN_WS_LAZY", "1")), (("ATTN_WS_D96N", "3"),)],
-                         ids=["thresh-lazy", "d96v"])
+@pytest.mark.parametrize("knobs", [(("ATTN_WS_THRESH", "8"), ("ATTN_WS_LAZY", "1")), (("ATTN_WS_DESC32", "1"),)],
+                         ids=["thresh-lazy", "desc32"])
 def test_fast_kernel_candidate_knobs_build_without_spills(knobs: tuple[tuple[str, str], ...], tmp_path: Path) -> None:
     """The candidates behind off-by-default knobs (kernels/NOTES.md, session 7: the threshold rescale, refused by
-    attnq's tolerance in run 33 but kept for the record; session 15: head_dim 96 without the padding's MMA, V in
-    64-byte swizzle) stay buildable and spill-free for sm_90a, as a candidate file with them on."""
+    attnq's tolerance in run 33 but kept for the record; session 11: the descriptors advanced on 32 bits) stay
+    buildable and spill-free for sm_90a, as a candidate file with them on. (Session 15's head_dim 96 without the
+    padding's MMA is v19's default since run 61.)"""
     result = _build_with_knobs(knobs, tmp_path)
     assert [k.name for k in result.kernels if k.spill_store_bytes or k.spill_load_bytes] == []
     assert "attn_fwd_ws" in " ".join(k.name for k in result.kernels)
@@ -85,10 +86,13 @@ def test_the_trace_build_and_the_pinned_wait_candidate_build(knobs: tuple[tuple[
     workspace's end for scripts/ws_trace.py) and the candidate it suggested (ATTN_WS_PVPIN: the mark before the P V
     wait only, never storing, so that ptxas keeps the softmax above that wait) build without warnings. The
     candidate spills nowhere; the trace build only in the head_dim 256 kernels (240 registers: at most 48 bytes
-    stored, 52 loaded, in the split-KV ones). Session 13's candidates together, a quarter of the exp2 on the FMA pipe
+    stored, 52 loaded, in the split-KV ones) and, since v19, in the three-consumer head_dim 96 ones (160
+    registers: 16 bytes loaded). Session 13's candidates together, a quarter of the exp2 on the FMA pipe
     (ATTN_WS_EMU 4), O rescaled in the S GEMM's shadow (ATTN_WS_RMID) and the pinned wait, spill nowhere either."""
     result = _build_with_knobs(knobs, tmp_path)
     spills = {k.name: k.spill_load_bytes for k in result.kernels if k.spill_store_bytes or k.spill_load_bytes}
+    d96_trace = knobs == (("ATTN_WS_TRACE", "1"),)  # v19's d96 kernel: three consumers at 160 registers
     assert all(n.startswith("void (anonymous namespace)::attn_fwd_ws<256,") and b <= d256_spill_max
+               or d96_trace and n.startswith("void (anonymous namespace)::attn_fwd_ws<128, 112, 2, true, 3,") and b <= 16
                for n, b in spills.items()), spills
     assert "attn_fwd_ws" in " ".join(k.name for k in result.kernels)

@@ -170,3 +170,24 @@ def test_timing_statistics_refuse_a_sample_without_a_time() -> None:
         timing_stats([1.0, float("nan"), 2.0])
     with pytest.raises(ValueError):
         timing_stats([])
+
+
+def test_without_the_original_the_sampled_rows_get_one_ulp_of_rounding() -> None:
+    """Run 61 (H100, full, v18): an honest split-KV row was 0.00185 off the fp32 reference on a timed call the
+    original skipped, against the checked draws' 0.00136 (2 x the original's error there + the floor, measured on
+    other inputs): less than one bf16 ulp at the row's magnitude (0.3: 2^-9). Without the original in the sample the
+    sampled rows' tolerance gets that ulp; with it, the original's error on the same rows bounds them as before."""
+    bounds = TimedBounds(base_o=1e-3, bound_lse=1e-3, tol_o=0.00136, tol_lse=1e-3, ref_o_max=1.0, mantissa_bits=7)
+    o = torch.zeros(1, 3, 4, 8, dtype=torch.bfloat16)
+    lse = torch.ones(1, 3, 4)
+    none = torch.zeros(0, dtype=torch.int64)
+    ref_max = torch.tensor([0.3, 1.0])
+
+    def judged(err_o: float, original_ran: bool) -> tuple[str, str, str] | None:
+        rows_c = torch.tensor([err_o, 0.0, 0.0])
+        vals = timed_sample_values(torch.tensor(True), o, lse, None, None, none, rows_c, None, ref_max)
+        return judge_timed_sample(vals.tolist(), 18, bounds, [], original_ran=original_ran)
+
+    assert judged(0.00185, original_ran=False) is None  # 0.00136 + 2^-9 = 0.00331
+    assert judged(0.0034, original_ran=False)[1] == "timed_output"  # past one ulp: still caught
+    assert judged(0.00185, original_ran=True)[1] == "timed_output"  # with the original: its own rows decide
