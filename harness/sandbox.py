@@ -61,7 +61,13 @@ DENIED_CALLS = (
     "shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop",
     "semctl", "mq_open", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr", "mq_unlink",
     "add_key", "request_key", "keyctl",
+    # watching files another process opens (a channel between the two candidate processes: red team, session 17)
+    "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
 )
+#: Calls that may only name the calling process (pid argument 0): setting another process's priority, policy or
+#: I/O class is a channel the other one reads back (red team, session 17). (call, index of the pid argument)
+SELF_ONLY_CALLS = (("setpriority", 1), ("sched_setscheduler", 0), ("sched_setparam", 0), ("sched_setattr", 0),
+                   ("ioprio_set", 1))
 
 #: fcntl commands refused (record locks, open-file-description locks, leases: <asm-generic/fcntl.h>,
 #: <linux/fcntl.h>): F_GETLK 5, F_SETLK 6, F_SETLKW 7, F_OFD_GETLK 36, F_OFD_SETLK 37, F_OFD_SETLKW 38,
@@ -208,6 +214,12 @@ def _build_seccomp() -> tuple[object, str]:
     f.add_rule(sc.ERRNO(errno.EAGAIN), "clone")  # no thread, no process, whatever the flags
     f.add_rule(eperm, "prlimit64", sc.Arg(2, sc.NE, 0))  # reading a limit stays possible
     f.add_rule(eperm, "sendto", sc.Arg(4, sc.NE, 0))  # only the connected socket the launcher was given
+    for call, arg in SELF_ONLY_CALLS:
+        try:
+            f.add_rule(eperm, call, sc.Arg(arg, sc.NE, 0))
+        except (RuntimeError, ValueError, OSError):
+            pass
+    f.add_rule(eperm, "preadv2", sc.Arg(5, sc.MASKED_EQ, 0xFFFFFFFF, 8))  # RWF_NOWAIT: reads the page cache's state
     # file locks are state the two candidate processes could share through any file both can open (a system
     # library): F_GETLK in one reads what F_SETLK set in the other (red team, session 16). No lock of any kind.
     f.add_rule(eperm, "flock")

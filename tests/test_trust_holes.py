@@ -91,6 +91,9 @@ def lock_high(cmd):  # the raw system call with bits above 32 set in cmd (the ke
 attempt("fcntl_setlk_high_bits", lambda: lock_high(6))
 attempt("flock", lambda: raw("flock", libc.flock(os.open(tmp, os.O_RDONLY), 1)))
 attempt("fcntl_getfl", lambda: raw("fcntl", libc.fcntl(os.open(tmp, os.O_RDONLY), 3)))
+attempt("inotify", lambda: raw("inotify_init1", libc.syscall(294, 0)))
+attempt("setpriority_by_pid", lambda: raw("setpriority", libc.setpriority(0, os.getpid(), 0)))  # only 0 names self
+attempt("setpriority_self", lambda: raw("setpriority", libc.setpriority(0, 0, 0)))
 attempt("read_outside", lambda: open(outside).read())
 attempt("list_outside", lambda: os.listdir(os.path.dirname(outside)))
 attempt("read_own_temp", lambda: open(os.path.join(tmp, "lib.so")).read())
@@ -124,7 +127,7 @@ def test_each_forbidden_call_is_refused_and_what_the_launcher_needs_is_not(tmp_p
     got = json.loads(proc.stdout)
     landlock, seccomp, caps, warnings = got.pop("report")
     assert landlock and seccomp and caps and not warnings
-    allowed = {"getrlimit", "fcntl_getfl", "read_own_temp", "read_system_lib", "read_own_proc", "write_own_temp", "import_from_pythonpath"}
+    allowed = {"getrlimit", "fcntl_getfl", "setpriority_self", "read_own_temp", "read_system_lib", "read_own_proc", "write_own_temp", "import_from_pythonpath"}
     for name, result in got.items():
         if name in allowed:
             assert result == "allowed", f"{name}: {result}"
