@@ -187,8 +187,7 @@ class TimedBounds:
     def bound_o(self, o_max: float) -> float:
         """The whole-output bound for a timed call whose original output has max|o| = ``o_max``: errors of
         correct kernels scale with the output, and each rounds to the dtype on its own (one ulp)."""
-        mag = max(2 * o_max, 1.0)
-        ulp = 2.0 ** (math.floor(math.log2(mag)) - self.mantissa_bits)
+        ulp = ulp_bits(max(2 * o_max, 1.0), self.mantissa_bits)
         return self.base_o * max(1.0, o_max / max(self.ref_o_max, 1e-30)) + ulp
 
     def merge(self, other: TimedBounds) -> TimedBounds:
@@ -230,7 +229,7 @@ def judge_timed_sample(values: list[float], n: int, tol: TimedBounds, guard_name
                  f"max|lse - original| = {d_l:.3g} (bound {tol.bound_lse:.3g}); outputs checked untimed were right"))
     lim_o = max(tol.tol_o, 2 * r_o_orig + FLOOR_O * max(1.0, ref_o))
     if not original_ran:
-        lim_o += 2.0 ** (math.floor(math.log2(max(ref_o, 2.0**-14))) - tol.mantissa_bits)
+        lim_o += ulp_bits(ref_o, tol.mantissa_bits)
     lim_l = max(tol.tol_lse, 2 * r_l_orig + FLOOR_LSE * max(1.0, ref_l))
     if not (r_o <= lim_o and r_l <= lim_l):
         return ("timed_output_wrong", "timed_output",
@@ -366,10 +365,15 @@ def judge(cand: ErrorReport, tol_o: float, tol_lse: float, dtype: torch.dtype) -
 MANTISSA_BITS = {torch.bfloat16: 7, torch.float16: 10}
 
 
+def ulp_bits(magnitude: float, mantissa_bits: int) -> float:
+    """One unit in the last place at ``magnitude`` of a float type with ``mantissa_bits`` explicit mantissa bits
+    (7: bf16, 10: fp16); magnitudes below 2^-14 count as 2^-14."""
+    return 2.0 ** (math.floor(math.log2(max(abs(magnitude), 2.0**-14))) - mantissa_bits)
+
+
 def ulp_at(magnitude: float, dtype: torch.dtype) -> float:
     """One unit in the last place of ``dtype`` at ``magnitude`` (the spacing of representable values)."""
-    mag = max(abs(magnitude), 2.0**-14)
-    return 2.0 ** (math.floor(math.log2(mag)) - MANTISSA_BITS[dtype])
+    return ulp_bits(magnitude, MANTISSA_BITS[dtype])
 
 
 def timed_bound_o(tol_o: float, orig_err_o: float, max_abs_o: float, dtype: torch.dtype, *, ulp: bool = True) -> float:

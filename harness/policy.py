@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
+import functools
 import os
 import re
 import shutil
@@ -181,6 +182,7 @@ REFUSED_SYMBOLS: tuple[tuple[str, str], ...] = (
 
 
 
+@functools.lru_cache(maxsize=1)
 def policy_fingerprint() -> str:
     """sha256 of all the lists above and of the code that applies them (this module, harness/source_text.py,
     harness/nvcc_passes.py, harness/compile.py): part of the build cache key, so editing the policy, or how it is
@@ -289,6 +291,11 @@ def list_includes(text: str) -> list[tuple[int, str, str]]:
     """``(line, delimiter, spelled name)`` for every ``#include`` outside comments (1-based physical lines), read as
     the preprocessor reads it: line splices joined, ``%:`` as ``#`` (harness/source_text.py)."""
     kept, lines, _ = logical_text(text)
+    return _includes(kept, lines)
+
+
+def _includes(kept: str, lines: list[int]) -> list[tuple[int, str, str]]:
+    """:func:`list_includes` on a :func:`logical_text` already made."""
     return [(lines[kept.count("\n", 0, m.start())], m.group(1), m.group(2).strip()) for m in _INCLUDE_RE.finditer(kept)]
 
 
@@ -325,13 +332,13 @@ def scan_source_includes(text: str, file: str, roots: tuple[str, ...] = ()) -> l
     read it and may echo it in a diagnostic); and line markers or system_header pragmas (:data:`_DISOWN_RE`)."""
     out = []
     folder = os.path.dirname(os.path.abspath(file))
-    for line, _, name in list_includes(text):
+    kept, lines, blank = logical_text(text)
+    for line, _, name in _includes(kept, lines):
         reason = forbidden_header_reason(name)
         if not reason and roots and _include_outside(name, folder, roots):
             reason = _INCLUDE_OUTSIDE
         if reason:
             out.append(PolicyViolation(kind="header", name=name, reason=reason, file=file, line=line))
-    kept, lines, blank = logical_text(text)
     for m in _DISOWN_RE.finditer(kept):
         out.append(PolicyViolation(kind="directive", name=m.group(0).strip(), reason=_DISOWN_REASON, file=file,
                                    line=lines[kept.count("\n", 0, m.start())]))
@@ -363,7 +370,7 @@ def scan_preprocessed(text: str, is_owned: Callable[[str], bool],
     Returns the violations with the includer's file and the ``#include`` line.
     """
     real_roots = tuple(os.path.realpath(r) for r in roots)
-    stack: list[list] = [["", 1, False]]  # [file, next line, system-flagged]
+    stack: list[list] = [["", 1]]  # [file, next line]
     out: list[PolicyViolation] = []
     seen: set[tuple[str, str]] = set()
     for raw in text.splitlines():
@@ -392,13 +399,13 @@ def scan_preprocessed(text: str, is_owned: Callable[[str], bool],
                     seen.add((parent[0], fname))
                     out.append(PolicyViolation(kind="header", name=fname, reason=reason + " (included indirectly)",
                                                file=parent[0], line=parent[1]))
-            stack.append([fname, num, "3" in flags])
+            stack.append([fname, num])
         elif "2" in flags:
             while len(stack) > 1 and stack[-1][0] != fname:
                 stack.pop()
             stack[-1][1] = num
         else:
-            stack[-1] = [fname, num, "3" in flags]
+            stack[-1] = [fname, num]
     return out
 
 

@@ -22,6 +22,27 @@ from harness.policy import (
 )
 
 
+def _nvcc_or_skip() -> None:
+    """Skip the calling test where no nvcc is found (its message says why)."""
+    from harness.compile import find_nvcc
+    from harness.errors import ToolchainError
+
+    try:
+        find_nvcc()
+    except ToolchainError as err:
+        pytest.skip(err.message)
+
+
+def _secret_and_candidate(tmp_path) -> tuple:
+    """``(outside, cand)``: a folder holding secret.txt (TOPSECRET) and the candidate's own folder, both new."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("campaign_secret_value = TOPSECRET\n")
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    return outside, cand
+
+
 @pytest.mark.parametrize("name", [
     "cublas_v2.h", "cublasLt.h", "cublas_api.h", "cudnn.h", "cudnn_frontend.h", "cutlass/gemm/device/gemm.h",
     "cute/tensor.hpp", "thrust/device_vector.h", "../third_party/cutlass/include/cutlass/cutlass.h",
@@ -227,13 +248,9 @@ def test_driver_entry_point_rule_ignores_comments_and_toolkit_headers() -> None:
 def test_entry_point_rule_on_real_preprocessing(tmp_path) -> None:
     """End to end through nvcc -E: a comment naming the function compiles; token pasting and macro
     stringification that yield another driver function are refused."""
-    from harness.compile import compile_kernel, find_nvcc
-    from harness.errors import ToolchainError
+    from harness.compile import compile_kernel
 
-    try:
-        find_nvcc()
-    except ToolchainError as err:
-        pytest.skip(err.message)
+    _nvcc_or_skip()
     body = ('#include "attn_abi.h"\n{extra}\n'
             'extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t s) {{ {call} return 0; }}\n')
     honest = tmp_path / "honest.cu"
@@ -280,18 +297,10 @@ def test_nvcc_reads_nothing_outside_the_folder_and_not_attnq_stdin(tmp_path) -> 
     import subprocess
     import sys
 
-    from harness.compile import compile_kernel, find_nvcc
-    from harness.errors import ToolchainError
+    from harness.compile import compile_kernel
 
-    try:
-        find_nvcc()
-    except ToolchainError as err:
-        pytest.skip(err.message)
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "secret.txt").write_text("campaign_secret_value = TOPSECRET\n")
-    cand = tmp_path / "cand"
-    cand.mkdir()
+    _nvcc_or_skip()
+    outside, cand = _secret_and_candidate(tmp_path)
     body = ('#include "attn_abi.h"\n#ifndef __CUDA_ARCH__\n#include "{inc}"\n#endif\n'
             'extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t s) {{ return 0; }}\n')
     (cand / "k.cu").write_text(body.format(inc=outside / "secret.txt"))
@@ -332,13 +341,9 @@ def test_host_only_code_is_scanned(tmp_path) -> None:
     """Session 16's red team hole (1): the scans read only nvcc -E's device pass, so a macro-built `<dlfcn.h>` or a
     `cuGetProcAddress` lookup under `#ifndef __CUDA_ARCH__` passed. Both passes are scanned now; honest host-only
     code (a printf under the same guard) still compiles."""
-    from harness.compile import compile_kernel, find_nvcc
-    from harness.errors import ToolchainError
+    from harness.compile import compile_kernel
 
-    try:
-        find_nvcc()
-    except ToolchainError as err:
-        pytest.skip(err.message)
+    _nvcc_or_skip()
     body = ('#include "attn_abi.h"\n#ifndef __CUDA_ARCH__\n{host}\n#endif\n'
             'extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t s) {{ {call} return 0; }}\n')
     cases = {
@@ -387,18 +392,10 @@ def test_macro_made_include_of_a_secret_is_refused_before_nvcc(tmp_path) -> None
     """End to end: `#define H # include "/outside/secret"` then `H` compiled, read the file and echoed it in the
     compile error (red team, session 17); a pasted `_Pragma("GCC system_header")` in a local header made the
     header's `<dlfcn.h>` pass as the toolkit's. Both are refused now, and the secret never reaches an error."""
-    from harness.compile import compile_kernel, find_nvcc
-    from harness.errors import ToolchainError
+    from harness.compile import compile_kernel
 
-    try:
-        find_nvcc()
-    except ToolchainError as err:
-        pytest.skip(err.message)
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "secret.txt").write_text("campaign_secret_value = TOPSECRET\n")
-    cand = tmp_path / "cand"
-    cand.mkdir()
+    _nvcc_or_skip()
+    outside, cand = _secret_and_candidate(tmp_path)
     tail = 'extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t s) { return 0; }\n'
     (cand / "h.cu").write_text(f'#include "attn_abi.h"\n#define H # include "{outside}/secret.txt"\nH\n' + tail)
     with pytest.raises(PolicyError) as info:

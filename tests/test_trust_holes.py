@@ -280,6 +280,16 @@ def test_the_repeat_process_costs_one_launcher_start(built: Path) -> None:
 # ------------------------------------------------- a forbidden library loaded at run time (red team hole 3)
 
 
+def _fake_library(path: Path, soname: str | None = None) -> Path:
+    """A tiny shared library built with the C compiler at ``path`` (one int, the given DT_SONAME if any)."""
+    import shutil
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    subprocess.run([cc, "-shared", "-fPIC", *([f"-Wl,-soname,{soname}"] if soname else []), "-x", "c", "-", "-o",
+                    str(path)], input="int attnq_fake_symbol;\n", check=True, capture_output=True, text=True)
+    return path
+
+
 def test_a_forbidden_library_loaded_at_run_time_fails_the_call(built: Path, tmp_path: Path) -> None:
     """Session 16's red team: host code that finds libc's dlopen by walking memory (no import, so the symbol
     policy sees nothing) could load cuBLAS or cuDNN from any readable folder. The launcher compares the files
@@ -287,15 +297,10 @@ def test_a_forbidden_library_loaded_at_run_time_fails_the_call(built: Path, tmp_
     or CUTLASS library mapped fails `forbidden_call`, with the file named; with the entry guard, its loader audit
     (LD_AUDIT) makes the load fail, or stops the process as a renamed copy is mapped (by its soname). Control: a library of another name
     loads (the probe returns 99, `launch_status`), so the refusal comes from the name, not from a broken dlopen."""
-    import shutil
-
-    cc = shutil.which("gcc") or shutil.which("cc")
     built_libs = {}
     for name, soname in (("libcublasLt.so.13", "libcublasLt.so.13"), ("libhelper.so.1", "libhelper.so.1"),
                          ("librenamed.so", "libcudnn.so.9")):  # a renamed copy keeps its soname
-        path = tmp_path / name
-        subprocess.run([cc, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-x", "c", "-", "-o", str(path)],
-                       input="int attnq_fake_symbol;\n", check=True, capture_output=True, text=True)
+        path = _fake_library(tmp_path / name, soname)
         built_libs[name], _ = hostkernels.build(built, cheat=7, probe=11, probe_path=str(path))
     # with the guard, its loader audit: a search for the forbidden name finds nothing (the probe's dlopen fails, it
     # computes honestly), and a renamed copy, known by its soname only once mapped, stops the process
@@ -318,12 +323,7 @@ def test_the_dynamic_linker_audit_refuses_forbidden_loads_in_every_namespace(bui
     which sees every load in every namespace: a search for the forbidden name finds nothing (dlopen fails) and a
     library mapped without a search (dlmopen) stops the process before its code runs (`forbidden_call`). Without the guard, /proc/self/maps still sees the dlmopen'd library
     (forbidden_call) but not the closed one (the probe returns 99): the audit is what closes that hole."""
-    import shutil
-
-    cc = shutil.which("gcc") or shutil.which("cc")
-    path = tmp_path / "libcublasLt.so.13"
-    subprocess.run([cc, "-shared", "-fPIC", "-x", "c", "-", "-o", str(path)], input="int attnq_fake_symbol;\n",
-                   check=True, capture_output=True, text=True)
+    path = _fake_library(tmp_path / "libcublasLt.so.13")
     libs = {probe: hostkernels.build(built, cheat=7, probe=probe, probe_path=str(path))[0] for probe in (12, 13)}
     with pytest.raises(KernelFatal, match="loaded a cuBLAS, cuDNN or CUTLASS library") as info:
         _verify(built, lib=libs[12], sandbox="off")  # dlmopen: stopped as the library is mapped
