@@ -525,15 +525,16 @@ def _literal_first_argument(text: str, pos: int) -> str | None:
 
 def owned_lines(text: str, is_owned: Callable[[str], bool]) -> list[tuple[str, int, str]]:
     """``(file, line, text)`` of every line of ``nvcc -E`` output that comes from a candidate-owned file
-    (line markers ``# N "file" flags`` followed; system-flagged and toolkit files are not owned)."""
-    cur, line, system = "", 1, False
+    (line markers ``# N "file" flags`` followed; ownership by path, as in :func:`scan_preprocessed`: a system flag
+    on the candidate's own file, from a pasted system_header pragma, is not trusted)."""
+    cur, line = "", 1
     out: list[tuple[str, int, str]] = []
     for raw in text.splitlines():
         m = _MARKER_RE.match(raw) if raw.startswith("# ") else None
         if m:
-            cur, line, system = m.group(2), int(m.group(1)), "3" in m.group(3).split()
+            cur, line = m.group(2), int(m.group(1))
             continue
-        if cur and not system and is_owned(cur):
+        if cur and is_owned(cur):
             out.append((cur, line, raw))
         line += 1
     return out

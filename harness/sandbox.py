@@ -65,9 +65,11 @@ DENIED_CALLS = (
     "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_init", "fanotify_mark",
 )
 #: Calls that may only name the calling process (pid argument 0): setting another process's priority, policy or
-#: I/O class is a channel the other one reads back (red team, session 17). (call, index of the pid argument)
-SELF_ONLY_CALLS = (("setpriority", 1), ("sched_setscheduler", 0), ("sched_setparam", 0), ("sched_setattr", 0),
-                   ("ioprio_set", 1))
+#: I/O class is a channel the other one reads back (red team, session 17). (call, index of the pid argument, and
+#: for setpriority / ioprio_set the index of ``which`` and its value for "one process": PRIO_PROCESS 0,
+#: IOPRIO_WHO_PROCESS 1; with another ``which``, pid 0 names the caller's whole group or user)
+SELF_ONLY_CALLS = (("setpriority", 1, (0, 0)), ("sched_setscheduler", 0, None), ("sched_setparam", 0, None),
+                   ("sched_setattr", 0, None), ("ioprio_set", 1, (0, 1)))
 
 #: fcntl commands refused (record locks, open-file-description locks, leases: <asm-generic/fcntl.h>,
 #: <linux/fcntl.h>): F_GETLK 5, F_SETLK 6, F_SETLKW 7, F_OFD_GETLK 36, F_OFD_SETLK 37, F_OFD_SETLKW 38,
@@ -214,12 +216,14 @@ def _build_seccomp() -> tuple[object, str]:
     f.add_rule(sc.ERRNO(errno.EAGAIN), "clone")  # no thread, no process, whatever the flags
     f.add_rule(eperm, "prlimit64", sc.Arg(2, sc.NE, 0))  # reading a limit stays possible
     f.add_rule(eperm, "sendto", sc.Arg(4, sc.NE, 0))  # only the connected socket the launcher was given
-    for call, arg in SELF_ONLY_CALLS:
+    for call, arg, which in SELF_ONLY_CALLS:
         try:
             f.add_rule(eperm, call, sc.Arg(arg, sc.NE, 0))
+            if which is not None:  # compared on all 64 bits: high bits set are refused, never let through
+                f.add_rule(eperm, call, sc.Arg(which[0], sc.NE, which[1]))
         except (RuntimeError, ValueError, OSError):
             pass
-    f.add_rule(eperm, "preadv2", sc.Arg(5, sc.MASKED_EQ, 0xFFFFFFFF, 8))  # RWF_NOWAIT: reads the page cache's state
+    f.add_rule(eperm, "preadv2", sc.Arg(5, sc.MASKED_EQ, 8, 8))  # RWF_NOWAIT, alone or with others: the page cache
     # file locks are state the two candidate processes could share through any file both can open (a system
     # library): F_GETLK in one reads what F_SETLK set in the other (red team, session 16). No lock of any kind.
     f.add_rule(eperm, "flock")

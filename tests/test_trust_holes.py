@@ -94,6 +94,15 @@ attempt("fcntl_getfl", lambda: raw("fcntl", libc.fcntl(os.open(tmp, os.O_RDONLY)
 attempt("inotify", lambda: raw("inotify_init1", libc.syscall(294, 0)))
 attempt("setpriority_by_pid", lambda: raw("setpriority", libc.setpriority(0, os.getpid(), 0)))  # only 0 names self
 attempt("setpriority_self", lambda: raw("setpriority", libc.setpriority(0, 0, 0)))
+attempt("setpriority_own_user", lambda: raw("setpriority", libc.setpriority(2, 0, 0)))  # PRIO_USER: every process of the uid
+def nowait_read(flags):
+    fd = os.open(os.path.join(tmp, "lib.so"), os.O_RDONLY)
+    try:
+        os.preadv(fd, [bytearray(1)], 0, flags)
+    finally:
+        os.close(fd)
+attempt("preadv2_nowait", lambda: nowait_read(os.RWF_NOWAIT))
+attempt("preadv2_nowait_hipri", lambda: nowait_read(os.RWF_NOWAIT | os.RWF_HIPRI))
 attempt("read_outside", lambda: open(outside).read())
 attempt("list_outside", lambda: os.listdir(os.path.dirname(outside)))
 attempt("read_own_temp", lambda: open(os.path.join(tmp, "lib.so")).read())
