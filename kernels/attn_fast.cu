@@ -2101,6 +2101,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_TMA_O_VBUF
 #define ATTN_WS_TMA_O_VBUF 0  // session 10 candidate: O staged over the V ring instead of Q's buffer (FA3's choice), so the
 #endif                        // next tile's Q loads early; the producer holds the next tile's first V until the store read it
+#ifndef ATTN_WS_QDB
+#define ATTN_WS_QDB 0  // session 18 candidate: two Q buffers on the d128 two-consumer kernel (unmerged boundary), so the
+#endif                 // producer loads the next tile's Q while the current tile still reads its own (ws_qdb)
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
@@ -2202,8 +2205,13 @@ __device__ __forceinline__ void reg_fence_u(uint32_t (&r)[K][4]) {
 // every exp2 of the softmax above the P V wait in every ws kernel, where v18 waits before the row max (no overlap of
 // a warpgroup's softmax with its own P V; NOTES, session 11), and spills nowhere (all six marks: 12-52 B in the
 // head_dim 256 kernels). A clock read alone does not do it: its value unused, ptxas drops it.
+// After the issue points, the same layout again holds the row tiles' boundaries (unmerged boundary only),
+// [cta][warpgroup][tile of the CTA][event]: 0 the tile's last issue point done, 1 its last P V issued, 2 that
+// P V done, 3 O stored (staged and its TMA store issued), 4 the next tile acquired (its Q landed), 5 the next
+// tile's S_0 issued; the next tile's issue point 1 (event 0) closes it (S_0's wait and its softmax).
 constexpr int kTrCtas = 4, kTrWgs = 3, kTrIts = 256, kTrEv = 6;
-constexpr size_t kTraceBytes = sizeof(unsigned long long) * kTrCtas * kTrWgs * kTrIts * kTrEv;
+constexpr int kTrBoundary = kTrCtas * kTrWgs * kTrIts * kTrEv;  // first mark of the boundary records
+constexpr size_t kTraceBytes = sizeof(unsigned long long) * 2 * kTrBoundary;
 constexpr int kTrPvWait = 4;  // the event before the P V wait: the one ATTN_WS_PVPIN compiles in
 // Mark event E of the issue point whose first event is at tr + tb, where rec holds.
 template <int E>
@@ -2221,6 +2229,12 @@ __device__ __forceinline__ void trace_mark(unsigned long long* tr, bool rec, int
     }
 }
 
+// A boundary mark: compiled in only with ATTN_WS_TRACE (not with ATTN_WS_PVPIN, whose mark is an issue point's).
+template <int E>
+__device__ __forceinline__ void trace_bmark(unsigned long long* tr, bool rec, int tb) {
+    if constexpr (ATTN_WS_TRACE != 0) trace_mark<E>(tr, rec, tb);
+}
+
 // Registers per thread after setmaxnreg: NWG consumer warpgroups of 64 rows + 1 producer warpgroup share
 // the 64K registers of an SM (2 consumers: 240 / 24, 3 consumers: 160 / 32).
 template <int NWG>
@@ -2228,9 +2242,27 @@ struct WsRegs {
     static constexpr int consumer = NWG == 2 ? 240 : 160;
     static constexpr int producer = NWG == 2 ? 24 : 32;
 };
+// v9: tile boundary merged into the pipeline (S_0 of the next tile issued with the last PV of the current one).
+template <int D>
+__host__ __device__ constexpr bool ws_merge() {
+    return D == 64 ? ATTN_WS_MERGE64 : (D == 128 ? ATTN_WS_MERGE128 : (D == 192 ? false : ATTN_WS_MERGE256));
+}
+template <int D, int BN, int ST, int NWG, bool TO>
+constexpr int ws_smem_one_q() {
+    return 1024 + 64 * NWG * D * 2 * (TO ? 2 : 1) + 2 * ST * BN * D * 2 + 8 * (4 + 4 * ST);
+}
+// ATTN_WS_QDB: Q double-buffered (tile handover n in buffer n % 2, each with its full / empty barrier and tile id),
+// on the d128 kernel with two consumers and an unmerged boundary, where the second buffer fits next to O's staging
+// (BN 128, 2 stages: 230512 B). One Q buffer is released when the tile's last S GEMM is done, and its next load
+// (from HBM: the next row block) then sits between the last P V and the next S_0.
+template <int D, int BN, int ST, int NWG>
+__host__ __device__ constexpr bool ws_qdb() {
+    return ATTN_WS_QDB != 0 && D == 128 && NWG == 2 && !ws_merge<D>() &&
+           ws_smem_one_q<D, BN, ST, NWG, ATTN_WS_TMA_O != 0>() + 64 * NWG * D * 2 + 8 * 3 <= 227 * 1024;
+}
 template <int D, int BN, int ST, int NWG, bool TO = false>
 constexpr int ws_smem_bytes() {
-    return 1024 + 64 * NWG * D * 2 * (TO ? 2 : 1) + 2 * ST * BN * D * 2 + 8 * (4 + 4 * ST);
+    return ws_smem_one_q<D, BN, ST, NWG, TO>() + (ws_qdb<D, BN, ST, NWG>() ? 64 * NWG * D * 2 + 8 * 3 : 0);
 }
 // ATTN_WS_TMA_O: the O staging area (BM x D, as Q) fits next to Q, K and V: d64 (3 consumers) 115800 B,
 // d128 BN 128 197720 B and d128 BN 160 230488 B do; d128 BN 176 (246872), d192 BN 112 (271448) and d256 BN 80
@@ -2238,11 +2270,6 @@ constexpr int ws_smem_bytes() {
 template <int D, int BN, int ST, int NWG>
 constexpr bool ws_tma_o() {
     return ATTN_WS_TMA_O != 0 && ws_smem_bytes<D, BN, ST, NWG, true>() <= 227 * 1024;
-}
-// v9: tile boundary merged into the pipeline (S_0 of the next tile issued with the last PV of the current one).
-template <int D>
-__host__ __device__ constexpr bool ws_merge() {
-    return D == 64 ? ATTN_WS_MERGE64 : (D == 128 ? ATTN_WS_MERGE128 : (D == 192 ? false : ATTN_WS_MERGE256));
 }
 // ATTN_WS_TMA_O_QBUF: where the staging area does not fit and the boundary is not merged (d192, d256; a merged
 // boundary reads the next tile's Q before the epilogue), O is staged in Q's buffer, which is dead once the tile's
@@ -2346,6 +2373,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     // SMSPLIT 1: everywhere; 2: where ptxas keeps it without spills (not d256, not d128 with BN > 128)
     constexpr bool SPLIT = ATTN_WS_SMSPLIT == 1 || (ATTN_WS_SMSPLIT == 2 && D != 256 && !(D == 128 && BN > 128));
     constexpr bool MERGE = ws_merge<D>();
+    constexpr int QN = ws_qdb<D, BN, ST, NWG>() ? 2 : 1;  // Q buffers (ATTN_WS_QDB)
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // wgmma / setmaxnreg are sm_90a only; the host never launches this kernel elsewhere
 #else
@@ -2353,6 +2381,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     static_assert(BN % 16 == 0 && BN <= 256 && D % 64 == 0 && (NWG == 2 || NWG == 3), "tile shape");
     static_assert(!TO || ATTN_WS_TMA_O, "TO needs the tmO parameter");
     static_assert(!QB || (TO && !MERGE), "QB: O staged in Q's buffer, which a merged boundary still reads");
+    static_assert(QN == 1 || !QB, "ATTN_WS_QDB: O is not staged in a Q buffer");
     static_assert(!VB || (TO && !QB && !MERGE && 64 * NWG <= ST * BN), "VB: O staged over the V ring, unmerged");
     static_assert(!KS || (!TO && !QB), "KS: partials leave through plain stores");
     static_assert(DR <= D && DR % 8 == 0 && (DR == D || !KS), "DR: a padded head_dim, not on the split path");
@@ -2363,9 +2392,17 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     const uint32_t sQ = (smem_u32(smem_raw) + 1023u) & ~1023u;
     // TO: the O staging area (consumer c's 64 rows at sO + c * 64 * D * 2, D / 64 column blocks of 64 rows x
     // 128 B each, 1024-aligned like Q/K/V) lies between V and the barriers; without TO it is empty.
-    const uint32_t sK = sQ + kQBytes, sV = sK + ST * kKV, sO = sV + ST * kKV, sBar = sO + kOBytes;
+    const uint32_t sK = sQ + QN * kQBytes, sV = sK + ST * kKV, sO = sV + ST * kKV, sBar = sO + kOBytes;
     const uint32_t bQ = sBar, bQEmpty = sBar + 8u * (1u + 4 * ST), sTile = sBar + 8u * (2u + 4 * ST);
     const uint32_t bOEmpty = sBar + 8u * (3u + 4 * ST);  // VB: the consumers' O stores have read the V ring
+    // tile handover n (producer and consumers count them alike: q_it): its Q buffer, Q full / empty barriers, tile
+    // id slot and barrier phase; with one buffer, always the first (QDB: buffer 1's three slots after bOEmpty)
+    auto q_odd = [](int n) { return QN == 2 && (n & 1) != 0; };
+    auto q_buf = [&](int n) { return sQ + (q_odd(n) ? kQBytes : 0u); };
+    auto q_full = [&](int n) { return q_odd(n) ? sBar + 8u * (4u + 4 * ST) : bQ; };
+    auto q_empty = [&](int n) { return q_odd(n) ? sBar + 8u * (5u + 4 * ST) : bQEmpty; };
+    auto q_tile = [&](int n) { return q_odd(n) ? sBar + 8u * (6u + 4 * ST) : sTile; };
+    auto q_phase = [](int n) { return (uint32_t)((n / QN) & 1); };
 #define WS_FULL_K(s) (sBar + 8u * (1u + (s)))
 #define WS_FULL_V(s) (sBar + 8u * (1u + ST + (s)))
 #define WS_EMPTY_K(s) (sBar + 8u * (1u + 2 * ST + (s)))
@@ -2378,6 +2415,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         mbar_init(bQ, 1);
         mbar_init(bQEmpty, NWG);
         mbar_init(bOEmpty, NWG);
+        if (QN == 2) {
+            mbar_init(q_full(1), 1);
+            mbar_init(q_empty(1), NWG);
+        }
 #pragma unroll
         for (int s = 0; s < ST; ++s) {
             mbar_init(WS_FULL_K(s), 1);
@@ -2412,22 +2453,24 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                         }
                     }
                 }
-                mbar_wait(bQEmpty, (q_it & 1) ^ 1);  // the consumers are done with the previous tile's Q and id
-                st_shared_u32(sTile, (uint32_t)min(t, total));
+                // the consumers are done with this buffer's previous tile (QDB: the one before the previous) and its id
+                mbar_wait(q_empty(q_it), q_phase(q_it) ^ 1);
+                st_shared_u32(q_tile(q_it), (uint32_t)min(t, total));
                 if (t >= total) {
-                    mbar_arrive(bQ);
+                    mbar_arrive(q_full(q_it));
                     break;
                 }
                 const WsUnit<KS> w = ws_unit<KS>(p, t, m_blocks, BM, BN);
                 int jk = 0;  // first key tile of the unit
                 if constexpr (KS) jk = w.j0;
                 if (w.n_tiles == 0) {
-                    mbar_arrive(bQ);
+                    mbar_arrive(q_full(q_it));
                 } else {
                     const int hk = w.h / p.group;
-                    mbar_expect_tx(bQ, kQBytes);
+                    const uint32_t bq = q_full(q_it), sq = q_buf(q_it);
+                    mbar_expect_tx(bq, kQBytes);
 #pragma unroll
-                    for (int c = 0; c < DB; ++c) tma_load_4d(sQ + c * (BM * 128), &tmQ, bQ, c * 64, w.m0, w.h, w.b);
+                    for (int c = 0; c < DB; ++c) tma_load_4d(sq + c * (BM * 128), &tmQ, bq, c * 64, w.m0, w.h, w.b);
                     for (int j = 0; j <= w.n_tiles; ++j) {
                         if (j < w.n_tiles && (!QB || j > 0)) {  // K_j (QB: K_0 went ahead)
                             const int g = kv + j, s = g % ST;
@@ -2590,11 +2633,11 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     int q_it = 0;  // tile ids taken so far
     auto acquire = [&](WsUnit<KS>& w) {
         while (true) {
-            mbar_wait(bQ, q_it & 1);
+            mbar_wait(q_full(q_it), q_phase(q_it));
 #if ATTN_WS_UNIF
-            const int t = __shfl_sync(0xffffffffu, (int)ld_shared_u32(sTile), 0);  // warp-uniform to the compiler
+            const int t = __shfl_sync(0xffffffffu, (int)ld_shared_u32(q_tile(q_it)), 0);  // warp-uniform to the compiler
 #else
-            const int t = (int)ld_shared_u32(sTile);
+            const int t = (int)ld_shared_u32(q_tile(q_it));
 #endif
             if (t >= total) return total;
             w = ws_unit<KS>(p, t, m_blocks, BM, BN);
@@ -2616,7 +2659,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 for (int c = 0; c < DR / 8; ++c) *reinterpret_cast<uint32_t*>(og + 8 * c + t2) = 0u;
                 if ((lane & 3) == 0) p.lse[((long long)w.b * p.hq + w.h) * p.sq + row] = INFINITY;
             }
-            if (leader) mbar_arrive(bQEmpty);
+            if (leader) mbar_arrive(q_empty(q_it));
             ++q_it;
         }
     };
@@ -2626,8 +2669,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     if (t < total) {
         int kv = 0;  // K/V tiles consumed before the current tile (ring position)
         int mask_from = 0;     // key index from which this warpgroup's rows of tile w need a mask
+        uint32_t qoff = 0;     // tile w's Q buffer, in bytes from sQ (ATTN_WS_QDB)
         auto set_tile = [&]() {
             mask_from = p.causal ? min(p.sk, w.m0 + 64 * cw + off + 1) : p.sk;
+            qoff = q_buf(q_it) - sQ;
         };
         set_tile();
         float o[NO * 4];
@@ -2658,7 +2703,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             const uint64_t dk = dadd(dk0, (uint32_t)(stage * (kKV >> 4)));
 #pragma unroll
             for (int kk = 0; kk < KD; ++kk)
-                WgSS<T, BN>::run(s, dadd(dq0, ((kk >> 2) * (BM * 128) + (kk & 3) * 32) >> 4),
+                WgSS<T, BN>::run(s, dadd(dq0, (qoff + (kk >> 2) * (BM * 128) + (kk & 3) * 32) >> 4),
                                  dadd(dk, ((kk >> 2) * (BN * 128) + (kk & 3) * 32) >> 4), kk > 0);
             wg_commit();
         };
@@ -2677,7 +2722,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < KD; ++kk) {
-                const uint32_t qa = sQ + (kk >> 2) * (BM * 128) + cw * (64 * 128) + (kk & 3) * 32;
+                const uint32_t qa = sQ + qoff + (kk >> 2) * (BM * 128) + cw * (64 * 128) + (kk & 3) * 32;
                 const uint32_t kb = kbuf + (kk >> 2) * (BN * 128) + (kk & 3) * 32;
                 WgSS<T, BN>::run(s, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024), kk > 0);
             }
@@ -2796,11 +2841,11 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         auto leader_arrive_k = [&](uint32_t bar_k, bool last) {
 #if ATTN_WS_PRED
             mbar_arrive_if(bar_k, leader);
-            if (!QB) mbar_arrive_if(bQEmpty, leader && last);
+            if (!QB) mbar_arrive_if(q_empty(q_it), leader && last);
 #else
             if (leader) {
                 mbar_arrive(bar_k);
-                if (!QB && last) mbar_arrive(bQEmpty);
+                if (!QB && last) mbar_arrive(q_empty(q_it));
             }
 #endif
         };
@@ -2812,20 +2857,21 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #endif
         };
 
-        // issue point 0 of a tile started on its own: S_0 only
-        auto first_s = [&]() {
+        // issue point 0 of a tile started on its own: S_0 only (trace: boundary mark 5 at tbb where brec holds)
+        auto first_s = [&](bool brec, int tbb) {
             const int s0 = kv % ST;
             mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
             if (PP) named_sync(me, 256);
             issue_s(WS_KBUF(s0));
             if (PP) named_arrive(other, 256);
+            trace_bmark<5>(p.trace, brec, tbb);
             wg_wait<0>();
             reg_fence(s);
             leader_arrive_k(WS_EMPTY_K(s0), w.n_tiles == 1);
             softmax(0, alpha_p);
             pack_p();
         };
-        first_s();
+        first_s(false, 0);
         int j = 1;
         // issue point j of tile w: S_j and P_{j-1} V_{j-1}. ATTN_WS_PEEL: the mask compiled in or out by the tag
         // (the caller knows which key tiles need it), so that the steady loop has no branch between the S wait and
@@ -2887,6 +2933,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             }
             // tile w is done but for its last P V
             const int gv = kv + w.n_tiles - 1, vs = gv % ST;
+            const bool brec = ATTN_WS_TRACE && p.trace != nullptr && leader && blockIdx.x < kTrCtas && q_it < kTrIts;
+            const int tbb = kTrBoundary + ((int)(blockIdx.x % kTrCtas) * kTrWgs + cw) * kTrIts * kTrEv + (q_it % kTrIts) * kTrEv;
+            trace_bmark<0>(p.trace, brec, tbb);
             kv += w.n_tiles;
             ++q_it;
             WsUnit<KS> wn;
@@ -2897,13 +2946,17 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 if (ATTN_WS_RMID) rescale_o(alpha_p);
                 issue_pv(WS_VBUF(vs));
                 if (PP) named_arrive(other, 256);
+                trace_bmark<1>(p.trace, brec, tbb);
                 wg_wait<0>();
+                trace_bmark<2>(p.trace, brec, tbb);
                 reg_fence(o);
                 reg_fence_u(pa);
                 if (leader) mbar_arrive(WS_EMPTY_V(vs));
                 if (VB && leader) mbar_wait(WS_EMPTY_V(vs), (gv / ST) & 1);  // both consumers' last P V done (VB staging)
                 store_o(w, o, m_r, l_r);
+                trace_bmark<3>(p.trace, brec, tbb);
                 if (!MERGE) tn = acquire(wn);
+                trace_bmark<4>(p.trace, brec, tbb);
                 if (tn >= total) break;
                 w = wn;
                 t = tn;
@@ -2912,7 +2965,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
                 m_r[0] = m_r[1] = -INFINITY;
                 l_r[0] = l_r[1] = 0.f;
-                first_s();
+                first_s(brec, tbb);
                 j = 1;
                 continue;
             }

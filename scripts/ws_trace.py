@@ -8,6 +8,10 @@ workspace), call it on one FA3-grid row, and summarize the marks:
     python3 scripts/ws_trace.py /tmp/libs/tr.so --one d128_n_s8192 --json $OUT/trace.json
     python3 scripts/ws_trace.py /tmp/libs/tr.so --one d128_n_s512 --skip 0 --bn 128   # + the row tile's ends
 
+With ``--bn`` (non-causal rows) it also prints the row tile's boundary: its cost beyond the two steady periods its
+GEMMs would take in a merged pipeline, and where it goes (the trace build's boundary records: the last P V's turn and
+run, the O store, the next tile's acquisition (its Q), S_0's turn, S_0 and its softmax).
+
 Per consumer warpgroup, the median over the steady issue points (the first ``--skip`` of each CTA left out) of, in
 SM cycles: ``turn`` (entry to the ping-pong turn: K's arrival and the other warpgroup's issue), ``issue`` (S and
 P V issued), ``s_wait`` (S done), ``softmax``, ``pv_wait`` (P V done), ``rest`` (rescale, pack, to the next entry)
@@ -28,8 +32,10 @@ from pathlib import Path
 import numpy as np
 
 CTAS, WGS, ITS, EVENTS = 4, 3, 256, 6  # kTrCtas, kTrWgs, kTrIts, kTrEv of kernels/attn_fast.cu
-TRACE_BYTES = 8 * CTAS * WGS * ITS * EVENTS
+TRACE_BYTES = 8 * 2 * CTAS * WGS * ITS * EVENTS  # the issue points' marks, then the boundaries' (kTrBoundary)
 PHASES = ("turn", "issue", "s_wait", "softmax", "pv_wait")  # event k -> k + 1
+# a boundary record's event k -> k + 1, and event 5 -> the next tile's issue point 1
+BOUNDARY_PHASES = ("last_pv_turn", "last_pv", "store_o", "acquire", "s0_turn", "s0_softmax")
 
 
 def summarize(marks: np.ndarray, skip: int = 8) -> dict:
@@ -73,10 +79,13 @@ def tile_boundary(marks: np.ndarray, key_tiles: int) -> dict:
     key tiles (``ceil(seqlen_k / BN)``). The kernel traces issue points j = 1 .. key_tiles - 1 of each tile at
     index ``t * key_tiles + j`` of the CTA (j = 0, the tile's first S, is not traced). Returns, in SM cycles,
     ``steady`` (median entry-to-entry period inside a tile), ``boundary`` (median from the entry of a tile's last
-    issue point to the entry of the next tile's first one: the last P V, the O store, the next tile's S_0 and its
-    softmax, on top of one steady period), ``tile`` (``(key_tiles - 2) * steady + boundary``) and ``share``
-    (``(boundary - steady) / tile``: what the tile's ends cost beyond a steady issue point); ``n_steady`` and
-    ``n_boundary`` count the periods. Raises ValueError for ``key_tiles`` < 3 or when no period qualifies."""
+    issue point to the entry of the next tile's first one: that issue point, then the last P V, the O store, the
+    next tile's S_0 and its softmax), ``tile`` (``(key_tiles - 2) * steady + boundary``), ``excess``
+    (``boundary - 2 * steady``: the boundary window holds two issue points' GEMMs, S_{n-1} with P_{n-2} V_{n-2}
+    and the last P V with the next S_0, which a merged pipeline issues in two steady periods) and ``share``
+    (``excess / tile``: what the tile's ends cost on top of its GEMMs' steady time); ``n_steady`` and
+    ``n_boundary`` count the periods. Raises ValueError for ``key_tiles`` < 3 or when no period qualifies.
+    (Session 17 read ``(boundary - steady) / tile`` as the ends' cost: one steady period too much.)"""
     if key_tiles < 3:
         raise ValueError(f"key_tiles must be at least 3 (a steady issue point inside a tile), got {key_tiles}")
     m = marks.astype(np.int64)[..., 0]  # [CTAS, WGS, ITS] entries
@@ -96,8 +105,36 @@ def tile_boundary(marks: np.ndarray, key_tiles: int) -> dict:
                          "wrong key-tile count")
     st, bd = float(np.median(steady)), float(np.median(boundary))
     tile = (key_tiles - 2) * st + bd
-    return {"steady": st, "boundary": bd, "tile": tile, "share": (bd - st) / tile, "n_steady": len(steady),
-            "n_boundary": len(boundary)}
+    return {"steady": st, "boundary": bd, "tile": tile, "excess": bd - 2 * st, "share": (bd - 2 * st) / tile,
+            "n_steady": len(steady), "n_boundary": len(boundary)}
+
+
+def boundary_phases(bounds: np.ndarray, marks: np.ndarray, key_tiles: int) -> dict:
+    """Where a row tile's boundary goes, per consumer warpgroup, from the trace build's boundary records ``bounds``
+    (uint64 [CTAS, WGS, ITS, EVENTS]: record n, between the CTA's row tiles n and n + 1, events 0 last issue point
+    done, 1 last P V issued, 2 it is done, 3 O stored, 4 next tile acquired, 5 its S_0 issued) and the issue points'
+    ``marks`` (the next tile's issue point 1, at index ``(n + 1) * key_tiles + 1``, closes record n). Non-causal
+    rows only (every row tile has ``key_tiles`` key tiles). Returns ``{"wg": {w: {phase: median cycles}}, "n":
+    records}`` with the phases of BOUNDARY_PHASES. Raises ValueError when no record is complete."""
+    b = bounds.astype(np.int64)
+    m = marks.astype(np.int64)[..., 0]
+    out: dict = {"wg": {}, "n": 0}
+    for w in range(WGS):
+        rows = []
+        for cta in range(CTAS):
+            for n in range(ITS):
+                g = (n + 1) * key_tiles + 1
+                if g >= ITS or not (b[cta, w, n] > 0).all() or m[cta, w, g] == 0:
+                    continue
+                rows.append(np.append(np.diff(b[cta, w, n]), m[cta, w, g] - b[cta, w, n, 5]))
+        if rows:
+            med = np.median(np.array(rows), axis=0)
+            out["wg"][w] = {ph: float(v) for ph, v in zip(BOUNDARY_PHASES, med, strict=True)}
+            out["n"] += len(rows)
+    if not out["wg"]:
+        raise ValueError("no complete boundary record: a library built before the boundary marks, a merged boundary, "
+                         "or the wrong key-tile count")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         call()
     torch.cuda.synchronize()
     start = (ws.numel() - TRACE_BYTES) & ~7
-    raw = ws[start:start + TRACE_BYTES].cpu().numpy().view(np.uint64).reshape(CTAS, WGS, ITS, EVENTS)
+    both = ws[start:start + TRACE_BYTES].cpu().numpy().view(np.uint64).reshape(2, CTAS, WGS, ITS, EVENTS)
+    raw, bounds = both[0], both[1]
     res = summarize(raw, args.skip)
     print(f"{args.one}: {res['points']} issue points")
     for w, ph in res["wg"].items():
@@ -131,12 +169,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.bn:
         if c == "c":
             raise SystemExit("--bn: causal row tiles have different key-tile counts; use a non-causal row")
-        tb = tile_boundary(raw, -(-int(s[1:]) // args.bn))
+        key_tiles = -(-int(s[1:]) // args.bn)
+        tb = tile_boundary(raw, key_tiles)
         res["tile_boundary"] = tb
         print(f"  row tile: steady {tb['steady']:.0f}, boundary {tb['boundary']:.0f}, tile {tb['tile']:.0f} cycles: "
-              f"the ends cost {tb['share']:.1%} of the tile beyond a steady issue point")
+              f"the ends cost {tb['excess']:.0f} beyond two steady periods, {tb['share']:.1%} of the tile")
+        bp = boundary_phases(bounds, raw, key_tiles)
+        res["boundary_phases"] = bp
+        for w, ph in bp["wg"].items():
+            print(f"  boundary, warpgroup {w}: " + " ".join(f"{k} {v:.0f}" for k, v in ph.items()))
     if args.json:
-        args.json.write_text(json.dumps({**res, "row": args.one, "marks": raw.tolist()}))
+        args.json.write_text(json.dumps({**res, "row": args.one, "marks": raw.tolist(), "bounds": bounds.tolist()}))
     return 0
 
 

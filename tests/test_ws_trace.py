@@ -59,9 +59,32 @@ def test_the_tile_boundary_of_a_known_timeline_comes_back() -> None:
                 t += 1700 if g % 4 == 3 else 500
     tb = wt.tile_boundary(marks, 4)
     assert (tb["steady"], tb["boundary"], tb["tile"]) == (500.0, 1700.0, 2 * 500.0 + 1700.0)
-    assert tb["share"] == pytest.approx(1200 / 2700)
+    assert tb["excess"] == 1700.0 - 2 * 500.0 and tb["share"] == pytest.approx(700 / 2700)
     assert tb["n_steady"] == 2 * wt.CTAS * 15 * 2 and tb["n_boundary"] == 2 * wt.CTAS * 14  # 15 tiles, the last unclosed
     with pytest.raises(ValueError, match="at least 3"):
         wt.tile_boundary(marks, 2)
     with pytest.raises(ValueError, match="wrong key-tile count"):
         wt.tile_boundary(np.zeros_like(marks), 4)
+
+
+def test_the_boundary_phases_of_a_known_timeline_come_back() -> None:
+    """Boundary record n (between row tiles n and n + 1, 4 key tiles each) with known gaps between its six marks;
+    the next tile's issue point 1 (index 4 (n + 1) + 1) closes it. A record whose closing issue point lies beyond
+    the traced ones, and a record with a missing mark, are left out."""
+    marks = np.zeros((wt.CTAS, wt.WGS, wt.ITS, wt.EVENTS), dtype=np.uint64)
+    bounds = np.zeros_like(marks)
+    gaps = [90, 700, 400, 1200, 300]  # last_pv_turn .. s0_turn
+    close = 2100  # S_0's wait and its softmax
+    for cta in range(wt.CTAS):
+        for w in range(2):
+            for n in range(40):
+                t0 = 1_000 + 10_000 * n + 37 * cta + 500 * w
+                bounds[cta, w, n] = t0 + np.concatenate(([0], np.cumsum(gaps)))
+                marks[cta, w, 4 * (n + 1) + 1, 0] = t0 + sum(gaps) + close + 11 * w
+    bounds[0, 0, 3, 2] = 0  # an incomplete record
+    res = wt.boundary_phases(bounds, marks, 4)
+    assert res["n"] == 2 * wt.CTAS * 40 - 1
+    assert res["wg"][0] == dict(zip(wt.BOUNDARY_PHASES, [*map(float, gaps), float(close)], strict=True))
+    assert res["wg"][1]["s0_softmax"] == close + 11.0
+    with pytest.raises(ValueError, match="no complete boundary record"):
+        wt.boundary_phases(np.zeros_like(bounds), marks, 4)
