@@ -2102,7 +2102,7 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_TMA_O_VBUF 0  // session 10 candidate: O staged over the V ring instead of Q's buffer (FA3's choice), so the
 #endif                        // next tile's Q loads early; the producer holds the next tile's first V until the store read it
 #ifndef ATTN_WS_QDB
-#define ATTN_WS_QDB 0  // session 18 candidate: two Q buffers on the d128 two-consumer kernel (unmerged boundary), so the
+#define ATTN_WS_QDB 0  // session 18 candidate: two Q buffers on the d128 two-consumer kernel, so the
 #endif                 // producer loads the next tile's Q while the current tile still reads its own (ws_qdb)
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -2252,12 +2252,13 @@ constexpr int ws_smem_one_q() {
     return 1024 + 64 * NWG * D * 2 * (TO ? 2 : 1) + 2 * ST * BN * D * 2 + 8 * (4 + 4 * ST);
 }
 // ATTN_WS_QDB: Q double-buffered (tile handover n in buffer n % 2, each with its full / empty barrier and tile id),
-// on the d128 kernel with two consumers and an unmerged boundary, where the second buffer fits next to O's staging
-// (BN 128, 2 stages: 230512 B). One Q buffer is released when the tile's last S GEMM is done, and its next load
-// (from HBM: the next row block) then sits between the last P V and the next S_0.
+// on the d128 kernel with two consumers, where the second buffer fits next to O's staging (BN 128, 2 stages:
+// 230512 B). One Q buffer is released when the tile's last S GEMM is done, and its next load (from HBM: the next
+// row block) then sits between the last P V and the next S_0 (unmerged boundary), or before the merged boundary's
+// issue point (ATTN_WS_MERGE128: S_0 of the next tile issued with the last P V, so its Q is needed even earlier).
 template <int D, int BN, int ST, int NWG>
 __host__ __device__ constexpr bool ws_qdb() {
-    return ATTN_WS_QDB != 0 && D == 128 && NWG == 2 && !ws_merge<D>() &&
+    return ATTN_WS_QDB != 0 && D == 128 && NWG == 2 &&
            ws_smem_one_q<D, BN, ST, NWG, ATTN_WS_TMA_O != 0>() + 64 * NWG * D * 2 + 8 * 3 <= 227 * 1024;
 }
 template <int D, int BN, int ST, int NWG, bool TO = false>

@@ -1,8 +1,9 @@
 #!/bin/bash
 # session 18 (run 65): where the d128 row tile's boundary goes (the trace build's new boundary records, v19 and the
-# ATTN_WS_QDB candidate), the candidate against v19 on the d128 rows with FA3 (each built twice: base2 / qdb2 are
-# copies, an A/A of the bench), then the GPU tests owed since session 13 (test_fast, test_adversarial) with pyseccomp.
-# Carry .whl (with pyseccomp), .fa3, .prebuilt (kernel_bench.py --build-only --keep: base qdb tr trq), the script.
+# ATTN_WS_QDB candidate), the candidates against v19 on the d128 rows with FA3 (qdb: two Q buffers; qdbm: with the
+# merged boundary; m: the merged boundary alone, v9-v16's; base and qdb each twice: base2 / qdb2 are copies, an A/A
+# of the bench), then the GPU tests owed since session 13 (test_fast, test_adversarial) with pyseccomp.
+# Carry .whl (with pyseccomp), .fa3, .prebuilt (kernel_bench.py --build-only --keep: base qdb qdbm m tr trq), the script.
 set -u
 export OUT=${OUT:-$PWD/gpu-out}; mkdir -p $OUT/x
 export PYTHONUNBUFFERED=1
@@ -11,11 +12,11 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | te
 . scripts/gpu_env.sh
 python3 -c "import pyseccomp" && echo "pyseccomp ok" | tee -a $OUT/x/info.txt
 LIBS=$PWD/.prebuilt; cp $LIBS/base.so $LIBS/base2.so; cp $LIBS/qdb.so $LIBS/qdb2.so
-for n in base qdb trq; do
+for n in base qdb qdbm m trq; do
   timeout 150 python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant $n= --prebuilt $LIBS --check-only > /tmp/c_$n.log 2>&1 &
 done
 wait
-for n in base qdb trq; do echo "$n $(grep -h 'check:' /tmp/c_$n.log | head -1)" | tee -a $OUT/x/checks.txt; tail -3 /tmp/c_$n.log >> $OUT/x/checks.txt; done
+for n in base qdb qdbm m trq; do echo "$n $(grep -h 'check:' /tmp/c_$n.log | head -1)" | tee -a $OUT/x/checks.txt; tail -3 /tmp/c_$n.log >> $OUT/x/checks.txt; done
 echo "checked t=$(el)"
 for lib in tr trq; do for row in d128_n_s512 d128_n_s1024 d128_n_s2048; do
   timeout 40 python3 scripts/ws_trace.py $LIBS/$lib.so --one $row --skip 0 --bn 128 --json $OUT/x/trace_${lib}_$row.json > $OUT/x/trace_${lib}_$row.txt 2>&1
@@ -23,6 +24,7 @@ for lib in tr trq; do for row in d128_n_s512 d128_n_s1024 d128_n_s2048; do
 done; done
 echo "traced t=$(el)"
 ok=(); for n in base qdb; do grep -q "check: OK" /tmp/c_$n.log && ok+=(--variant $n= --variant ${n}2=); done
+for n in qdbm m; do grep -q "check: OK" /tmp/c_$n.log && ok+=(--variant $n=); done
 timeout 200 python3 scripts/kernel_bench.py kernels/attn_fast.cu "${ok[@]}" --prebuilt $LIBS --no-check --dims 128 \
   --json $OUT/x/bench.json > $OUT/x/bench.log 2>&1
 tail -5 $OUT/x/bench.log; echo "bench t=$(el)"
