@@ -78,7 +78,7 @@ def test_the_peeled_loop_candidate_builds_with_its_known_spill(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(("knobs", "d256_spill_max"), [((("ATTN_WS_PVPIN", "1"),), 0),
-                                                      ((("ATTN_WS_TRACE", "1"),), 52),
+                                                      ((("ATTN_WS_TRACE", "1"),), 72),
                                                       ((("ATTN_WS_EMU", "4"), ("ATTN_WS_RMID", "1"), ("ATTN_WS_PVPIN", "1")), 0)],
                          ids=["pvpin", "trace", "emu-rmid-pvpin"])
 def test_the_trace_build_and_the_pinned_wait_candidate_build(knobs: tuple[tuple[str, str], ...], d256_spill_max: int,
@@ -86,8 +86,8 @@ def test_the_trace_build_and_the_pinned_wait_candidate_build(knobs: tuple[tuple[
     """Session 12's debug build (ATTN_WS_TRACE: clock64 marks of each consumer's issue points, stored at the
     workspace's end for scripts/ws_trace.py) and the candidate it suggested (ATTN_WS_PVPIN: the mark before the P V
     wait only, never storing, so that ptxas keeps the softmax above that wait) build without warnings. The
-    candidate spills nowhere; the trace build only in the head_dim 256 kernels (240 registers: at most 48 bytes
-    stored, 52 loaded, in the split-KV ones) and, since v19, in the three-consumer head_dim 96 ones (160
+    candidate spills nowhere; the trace build only in the head_dim 256 kernels (240 registers: in the split-KV ones
+    at most 52 bytes loaded before session 18's boundary marks, 72 with them) and, since v19, in the three-consumer head_dim 96 ones (160
     registers: 16 bytes loaded). Session 13's candidates together, a quarter of the exp2 on the FMA pipe
     (ATTN_WS_EMU 4), O rescaled in the S GEMM's shadow (ATTN_WS_RMID) and the pinned wait, spill nowhere either."""
     result = _build_with_knobs(knobs, tmp_path)
