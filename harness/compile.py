@@ -7,6 +7,9 @@ static shared memory, stack frame, spills) and, where ``cuobjdump`` exists, the 
 mix. Builds are cached by content in ``<cache_dir>/<key>/`` (``kernel.so`` + ``facts.json``),
 written through a temp dir and one ``rename`` so a concurrent reader never sees half an entry.
 
+The candidate and its local headers are read once (:mod:`harness.snapshot`): the key hashes those bytes, the
+policy scans them, and nvcc builds a private copy of them, never the user's files.
+
 The source/symbol policy lives in :mod:`harness.policy`; docs/compile.md is the user's view.
 """
 
@@ -39,19 +42,21 @@ from harness.policy import (
     check_library,
     forbidden_header_reason,
     library_imports,
-    list_includes,
     parse_nm_defined,
     policy_fingerprint,
     raise_violations,
     run_tool,
+    scan_asm_labels,
     scan_driver_entry_points,
     scan_preprocessed,
     scan_source_includes,
 )
 from harness.procs import communicate_or_kill
 from harness.sass import SassMix, demangle, parse_ptxas, sass_mixes
+from harness.snapshot import MAX_SOURCE_BYTES, SnapshotTree, SourceSnapshot, private_copy, take_snapshot
 
 __all__ = [
+    "MAX_SOURCE_BYTES",
     "CompileResult",
     "Diagnostic",
     "KernelFacts",
@@ -64,8 +69,6 @@ __all__ = [
 
 log = get_logger(__name__)
 
-#: Largest accepted source file (bytes).
-MAX_SOURCE_BYTES = 1024 * 1024
 #: Wall-clock limit for one nvcc run (seconds).
 NVCC_TIMEOUT_S = 300.0
 #: Bumped when the cache entry layout or the facts change meaning.
@@ -126,7 +129,8 @@ class CompileResult(BaseModel):
     cache_key: str = ""
     nvcc: str = ""
     sass_available: bool = False
-    local_headers: list[str] = Field(default_factory=list, description="candidate-owned headers hashed into the key")
+    local_headers: list[str] = Field(default_factory=list, description="candidate-owned headers hashed into the key "
+                                     "(the user's paths of the files copied for the build: harness.snapshot)")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -266,13 +270,17 @@ _ABI_ERROR_MARK = "ABI version does not match"
 _MISSING_RE = re.compile(r'cannot open source file "([^"]+)"|fatal error: ([^:]+): No such file')
 
 
-def _raise_for_failure(diags: list[Diagnostic], output: str, policy: bool, what: str) -> None:
-    """Turn a failed nvcc run into AbiError / PolicyError / CompileError (always raises)."""
+def _raise_for_failure(diags: list[Diagnostic], output: str, policy: bool, what: str,
+                       tree: SnapshotTree | None = None) -> None:
+    """Turn a failed nvcc run into AbiError / PolicyError / CompileError (always raises). ``tree``: the copy nvcc
+    built (headers are read from it; a local file it lacks is named in the error)."""
     for d in diags:
         if _ABI_ERROR_MARK in d.message:
             theirs = None
             try:
-                hm = re.search(r"#define\s+ATTN_ABI_VERSION\s+(\d+)", Path(d.file).read_text(errors="replace"))
+                text = tree.snapshot.text(d.file) if tree else None
+                text = Path(d.file).read_text(errors="replace") if text is None else text
+                hm = re.search(r"#define\s+ATTN_ABI_VERSION\s+(\d+)", text)
                 theirs = int(hm.group(1)) if hm else None
             except OSError:
                 pass
@@ -282,12 +290,14 @@ def _raise_for_failure(diags: list[Diagnostic], output: str, policy: bool, what:
                 f"update your copy of attn_abi.h or include the harness's {ABI_HEADER}",
                 details={"candidate_abi_version": theirs, "harness_abi_version": ABI_VERSION,
                          "header": d.file, "diagnostics": [x.model_dump() for x in diags]})
-    if policy:
-        for d in diags:
-            m = _MISSING_RE.search(d.message) or _MISSING_RE.search(f"fatal error: {d.message}")
-            name = (m.group(1) or m.group(2)) if m else None
-            if name and (reason := forbidden_header_reason(name)):
-                raise_violations([PolicyViolation(kind="header", name=name, reason=reason, file=d.file, line=d.line)])
+    hint = ""
+    for d in diags:
+        m = _MISSING_RE.search(d.message) or _MISSING_RE.search(f"fatal error: {d.message}")
+        name = (m.group(1) or m.group(2)) if m else None
+        if name and policy and (reason := forbidden_header_reason(name)):
+            raise_violations([PolicyViolation(kind="header", name=name, reason=reason, file=d.file, line=d.line)])
+        if name and tree and not hint and (found := tree.missing_local(name, d.file if d.line else None)):
+            hint = f" ({found})"
     errs = [d for d in diags if d.severity == "error"]
     if not errs:
         tail = [ln for ln in output.splitlines() if ln.strip()][-5:]
@@ -295,52 +305,14 @@ def _raise_for_failure(diags: list[Diagnostic], output: str, policy: bool, what:
         diags = errs + diags
     first = errs[0]
     where = f"{first.file}:{first.line}: " if first.line else f"{first.file}: "
-    raise CompileError(f"{what} failed ({len(errs)} error{'s' if len(errs) > 1 else ''}); first: {where}{first.message}",
+    raise CompileError(f"{what} failed ({len(errs)} error{'s' if len(errs) > 1 else ''}); first: {where}{first.message}"
+                       + hint,
                        details={"diagnostics": [d.model_dump() for d in diags], "log_tail": output[-4000:]})
 
 
 # --------------------------------------------------------------------------------------------------
 # Inputs, cache
 # --------------------------------------------------------------------------------------------------
-
-
-def _read_source(path: str | Path) -> tuple[Path, bytes]:
-    p = Path(path).expanduser()
-    if not p.exists():
-        raise InputError(f"{path}: no such file")
-    if not p.is_file():
-        raise InputError(f"{path}: not a regular file")
-    if p.suffix != ".cu":
-        raise InputError(f"{path}: a candidate must be one .cu file (got {p.suffix or 'no suffix'})")
-    size = p.stat().st_size
-    if size > MAX_SOURCE_BYTES:
-        raise InputError(f"{path}: {size} bytes is larger than the {MAX_SOURCE_BYTES} byte (1 MiB) limit")
-    check_nvcc_path(p.resolve(), "the candidate")
-    data = p.read_bytes()
-    if not data.strip():
-        raise InputError(f"{path}: the file is empty")
-    if b"\0" in data:
-        raise InputError(f"{path}: contains NUL bytes, so it is not CUDA source text (a binary file?)")
-    return p.resolve(), data
-
-
-def _local_headers(source: Path, text: str) -> list[Path]:
-    """Headers the candidate owns, found by following ``#include`` from the source: quoted includes
-    resolved next to the including file, both kinds in kernels/ (the ``-I`` dir). Used for the key."""
-    found: list[Path] = []
-    todo = [(source, text)]
-    while todo:
-        cur, body = todo.pop()
-        for _, delim, name in list_includes(body):
-            dirs = ([cur.parent] if delim == '"' else []) + [KERNELS_DIR]
-            for d in dirs:
-                cand = (d / name).resolve()
-                if cand.is_file() and cand not in found and cand != source:
-                    found.append(cand)
-                    if len(found) < 64:
-                        todo.append((cand, cand.read_text(errors="replace")))
-                    break
-    return sorted(found)
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -350,14 +322,16 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _cache_key(data: bytes, headers: list[Path], flags: list[str], version: str, arch: str, policy: bool) -> str:
+def _cache_key(snap: SourceSnapshot, flags: list[str], version: str, arch: str, policy: bool) -> str:
+    """sha256 over what is built: the snapshot's bytes (the candidate's, and each local header's with its path), the
+    harness's ABI header, the flags, nvcc's version, the arch and the policy (its fingerprint)."""
     h = hashlib.sha256()
-    for part in (f"attnq-build-v{CACHE_FORMAT}".encode(), data, ABI_HEADER.read_bytes(),
+    for part in (f"attnq-build-v{CACHE_FORMAT}".encode(), snap.data, ABI_HEADER.read_bytes(),
                  json.dumps(flags).encode(), version.encode(), arch.encode(),
                  b"policy:" + policy_fingerprint().encode() if policy else b"nopolicy"):
         h.update(hashlib.sha256(part).digest())
-    for p in headers:
-        h.update(hashlib.sha256(str(p).encode() + b"\0" + p.read_bytes()).digest())
+    for p, data in snap.headers.items():
+        h.update(hashlib.sha256(str(p).encode() + b"\0" + data).digest())
     return h.hexdigest()
 
 
@@ -411,16 +385,18 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
         timeout_s: nvcc wall-clock limit.
     Returns:
         CompileResult; ``cache_hit`` True when an identical build (same source bytes, owned headers,
-        ABI header, flags, nvcc version, arch, policy switch) was already cached.
+        ABI header, flags, nvcc version, arch, policy switch) was already cached. The source and its local
+        headers are read once (harness.snapshot): what the policy checked is what nvcc built and the key hashed.
     Raises:
-        InputError: missing / not .cu / empty / > 1 MiB file, bad arch.
+        InputError: missing / not .cu / empty / > 1 MiB file, too many or too large local headers, bad arch.
         ToolchainError: nvcc (or nm/readelf/objdump) missing.
         CompileError: nvcc failed or timed out; ``details["diagnostics"]`` (errors first).
         PolicyError: forbidden header, library, symbol or instruction (named).
         AbiError: ``attn_fwd``/``attn_abi_version`` not exported with C linkage, or a stale header.
     """
     started = time.perf_counter()
-    source, data = _read_source(path)
+    snap = take_snapshot(path, confine=policy)
+    source = snap.source
     if cache_dir is None:
         from harness.config import Settings
 
@@ -430,9 +406,7 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
     nvcc = find_nvcc()
     version = nvcc_version(nvcc, cache_dir)
     flags = nvcc_flags(arch)
-    text = data.decode("utf-8", errors="replace")
-    headers = _local_headers(source, text)
-    key = _cache_key(data, headers, flags, version, arch, policy)
+    key = _cache_key(snap, flags, version, arch, policy)
     entry = cache_dir / key
     if (hit := _from_cache(entry, source, started)) is not None:
         log.info("compile_cache_hit", source=str(source), key=key[:16])
@@ -442,8 +416,8 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
         if (hit := _from_cache(entry, source, started)) is not None:  # built while this call waited
             log.info("compile_cache_hit", source=str(source), key=key[:16], waited=True)
             return hit
-        return _build(source, text, nvcc, flags, version, arch, policy, timeout_s, cache_dir, key, headers, data,
-                      started)
+        with private_copy(snap, cache_dir, f".tmp-{key[:16]}-{os.getpid()}-") as tree:
+            return _build(tree, nvcc, flags, version, arch, policy, timeout_s, cache_dir, key, started)
 
 
 @contextlib.contextmanager
@@ -459,39 +433,50 @@ def _build_lock(cache_dir: Path, key: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _build(source: Path, text: str, nvcc: str, flags: list[str], version: str, arch: str, policy: bool,
-           timeout_s: float, cache_dir: Path, key: str, headers: list[Path], data: bytes,
-           started: float) -> CompileResult:
-    """:func:`compile_kernel` past a cache miss: the policy scans, nvcc, the ABI and symbol checks, the cache entry."""
+def _scan(tree: SnapshotTree, nvcc: str, flags: list[str], timeout_s: float) -> None:
+    """The source policy's scans of the copy ``tree`` (PolicyError naming the first refused item): the raw scans of
+    every file first (nothing is read outside the candidate's folder before they pass), then both of nvcc's
+    preprocessor passes (code under ``#ifndef __CUDA_ARCH__`` exists only in the host pass: nvcc_passes)."""
+    snap = tree.snapshot
+    found = list(snap.refused)
+    for user, data in snap.files():
+        found += scan_source_includes(data.decode("utf-8", errors="replace"), str(user), snap.roots)
+    raise_violations(found)
+    owned = tree.owned(owned_predicate(nvcc))
+    pre_flags = [f for f in flags if f not in ("-Xptxas", "-v")]
+    cwd = tree.source.parent
+    for what, extra in (("preprocessing", []), ("preprocessing (host pass)", host_pass_flags(nvcc, pre_flags, cwd))):
+        pre = _run_nvcc([nvcc, "-E", *tree.flags(pre_flags), *extra, str(tree.source)], timeout_s, cwd)
+        if pre.returncode != 0:
+            _raise_for_failure(parse_diagnostics(tree.user_text(pre.stderr + "\n" + pre.stdout)),
+                               tree.user_text(pre.stderr), True, what, tree)
+        # judged on the preprocessed text: comments gone, macros expanded; the copy's folders are the roots, so a
+        # candidate file read from anywhere else (the user's folder by absolute path) is refused
+        raise_violations(tree.user_violations(scan_preprocessed(pre.stdout, owned, tree.roots)
+                                              + scan_driver_entry_points(pre.stdout, owned)
+                                              + scan_asm_labels(pre.stdout, owned)))
+
+
+def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: str, policy: bool,
+           timeout_s: float, cache_dir: Path, key: str, started: float) -> CompileResult:
+    """:func:`compile_kernel` past a cache miss, on the snapshot's copy ``tree``: the policy scans, nvcc, the ABI and
+    symbol checks, the cache entry."""
     entry = cache_dir / key
+    snap = tree.snapshot
+    source = snap.source
     if policy:
-        # raw scans of the candidate's own files first: nothing is read outside its folder before they pass
-        roots = (str(source.parent.resolve()), str(KERNELS_DIR.resolve()))
-        found = scan_source_includes(text, str(source), roots)
-        for h in headers:
-            found += scan_source_includes(h.read_text(encoding="utf-8", errors="replace"), str(h), roots)
-        raise_violations(found)
-        owned = owned_predicate(nvcc)
-        pre_flags = [f for f in flags if f not in ("-Xptxas", "-v")]
-        # both of nvcc's passes: code under `#ifndef __CUDA_ARCH__` exists only in the host pass (nvcc_passes)
-        for what, extra in (("preprocessing", []), ("preprocessing (host pass)",
-                                                    host_pass_flags(nvcc, pre_flags, source.parent))):
-            pre = _run_nvcc([nvcc, "-E", *pre_flags, *extra, str(source)], timeout_s, source.parent)
-            if pre.returncode != 0:
-                _raise_for_failure(parse_diagnostics(pre.stderr + "\n" + pre.stdout), pre.stderr, policy, what)
-            # the driver entry-point rule is judged on the preprocessed text: comments gone, macros expanded
-            raise_violations(scan_preprocessed(pre.stdout, owned, roots) + scan_driver_entry_points(pre.stdout, owned))
+        _scan(tree, nvcc, flags, timeout_s)
 
     sweep_stale_builds(cache_dir)
     tmp = cache_dir / f".tmp-{key[:16]}-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
     try:
         lib = tmp / LIBRARY_NAME
-        proc = _run_nvcc([nvcc, *flags, str(source), "-o", str(lib)], timeout_s, source.parent)
-        output = proc.stderr + "\n" + proc.stdout
+        proc = _run_nvcc([nvcc, *tree.flags(flags), str(tree.source), "-o", str(lib)], timeout_s, tree.source.parent)
+        output = tree.user_text(proc.stderr + "\n" + proc.stdout)
         diags = parse_diagnostics(output)
         if proc.returncode != 0 or not lib.is_file():
-            _raise_for_failure(diags, output, policy, "nvcc")
+            _raise_for_failure(diags, output, policy, "nvcc", tree)
         _check_exports(lib, source)
         imports = check_library(lib) if policy else library_imports(lib)[0]
         mixes = sass_mixes(lib, nvcc)
@@ -512,12 +497,12 @@ def _build(source: Path, text: str, nvcc: str, flags: list[str], version: str, a
                 "symbol policy (allowed for cuTensorMapEncodeTiled; the worker's isolation is the backstop)")))
         build_time = time.perf_counter() - started
         result = CompileResult(
-            source=str(source), source_sha256=hashlib.sha256(data).hexdigest(), library=str(entry / LIBRARY_NAME),
+            source=str(source), source_sha256=hashlib.sha256(snap.data).hexdigest(), library=str(entry / LIBRARY_NAME),
             build_hash=hashlib.sha256(lib.read_bytes()).hexdigest(), arch=arch, nvcc_version=version,
             flags=flags, cache_hit=False, compile_time_s=round(build_time, 4), kernels=kernels,
             warnings=warnings, imported_symbols=sorted({s.name for s in imports}),
             build_time_s=round(build_time, 4), policy=policy, cache_key=key, nvcc=nvcc,
-            sass_available=mixes is not None, local_headers=[str(h) for h in headers])
+            sass_available=mixes is not None, local_headers=[str(h) for h in snap.headers])
         (tmp / FACTS_NAME).write_text(result.model_dump_json(indent=1))
         try:
             os.rename(tmp, entry)

@@ -17,13 +17,18 @@ device memory, or synchronize the device. Three checks enforce it:
    library must match :data:`ALLOWED_LIBRARIES`.
 3. **Instructions** (:func:`scan_host_code`): raw ``syscall``/``sysenter``/``int $0x80`` in the
    host code (inline asm) would bypass the symbol check and is refused.
+4. **Names** (harness/source_scans.py, re-exported here: :func:`scan_driver_entry_points`,
+   :func:`scan_asm_labels`): the driver entry points only as a direct call naming a ``cuTensorMap*`` function, and
+   no asm label binding a declaration to a symbol the policy forbids or controls.
+
+The candidate and its local headers are read once into a snapshot (harness/snapshot.py); the scans and nvcc read
+the snapshot, never the user's files again.
 
 The lists below are the reviewable data; docs/compile.md explains each decision.
 """
 
 from __future__ import annotations
 
-import bisect
 import fnmatch
 import functools
 import os
@@ -33,10 +38,18 @@ import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from harness.errors import PolicyError, ToolchainError
+from harness import source_scans
+from harness.errors import ToolchainError
+from harness.source_scans import (  # noqa: F401 - re-exported: their home was this module until session 18
+    ENTRY_POINT_ALLOWED_RE,
+    ENTRY_POINT_FAMILY,
+    MARKER_RE,
+    entry_point_name_allowed,
+    owned_lines,
+    scan_driver_entry_points,
+)
 from harness.source_text import logical_text, stray_hashes
+from harness.violations import ImportedSymbol, PolicyViolation, raise_violations
 
 # --------------------------------------------------------------------------------------------------
 # The data
@@ -185,7 +198,8 @@ REFUSED_SYMBOLS: tuple[tuple[str, str], ...] = (
 @functools.lru_cache(maxsize=1)
 def policy_fingerprint() -> str:
     """sha256 of all the lists above and of the code that applies them (this module, harness/source_text.py,
-    harness/nvcc_passes.py, harness/compile.py): part of the build cache key, so editing the policy, or how it is
+    harness/source_scans.py, harness/snapshot.py, harness/nvcc_passes.py, harness/compile.py): part of the build
+    cache key, so editing the policy, or how it is
     scanned, re-checks every candidate (a cache entry built under an older scan is not reused)."""
     import hashlib
     import json
@@ -194,53 +208,9 @@ def policy_fingerprint() -> str:
             ALLOWED_SYMBOLS, REFUSED_SYMBOLS]
     h = hashlib.sha256(json.dumps(data, sort_keys=True).encode())
     here = Path(__file__).resolve().parent
-    for name in ("policy.py", "source_text.py", "nvcc_passes.py", "compile.py"):
+    for name in ("policy.py", "source_text.py", "source_scans.py", "snapshot.py", "nvcc_passes.py", "compile.py"):
         h.update(hashlib.sha256((here / name).read_bytes()).digest())
     return h.hexdigest()
-
-
-# --------------------------------------------------------------------------------------------------
-# Models
-# --------------------------------------------------------------------------------------------------
-
-
-class PolicyViolation(BaseModel):
-    """One refused item. ``kind``: header | symbol | library | instruction | entry_point | directive (a line
-    marker or system_header pragma in the candidate's own files); ``file``/``line`` for headers, directives and
-    entry points."""
-
-    kind: str
-    name: str
-    reason: str
-    file: str | None = None
-    line: int | None = None
-
-    def describe(self) -> str:
-        """One human line naming the item (and where, for a header)."""
-        where = f"{self.file}:{self.line}: " if self.file else ""
-        what = {"header": "#include", "symbol": "imported symbol", "library": "linked library",
-                "instruction": "host instruction", "entry_point": "call of",
-                "directive": "directive"}.get(self.kind, self.kind)
-        return f"{where}{what} `{self.name}` is not allowed: {self.reason}"
-
-
-class ImportedSymbol(BaseModel):
-    """An undefined dynamic symbol: ``name`` (base), ``version`` (after ``@``), ``weak``."""
-
-    name: str
-    version: str | None = None
-    weak: bool = False
-
-
-def raise_violations(violations: list[PolicyViolation]) -> None:
-    """Raise :class:`PolicyError` naming the first violation (all of them in ``details``)."""
-    if not violations:
-        return
-    more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
-    raise PolicyError(
-        "source policy: " + violations[0].describe() + more,
-        details={"violations": [v.model_dump() for v in violations]},
-    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -347,9 +317,6 @@ def scan_source_includes(text: str, file: str, roots: tuple[str, ...] = ()) -> l
     return out
 
 
-_MARKER_RE = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"((?: \d)*)\s*$')
-
-
 def _under(path: str, roots: tuple[str, ...]) -> bool:
     real = os.path.realpath(path)
     return any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
@@ -374,7 +341,7 @@ def scan_preprocessed(text: str, is_owned: Callable[[str], bool],
     out: list[PolicyViolation] = []
     seen: set[tuple[str, str]] = set()
     for raw in text.splitlines():
-        m = _MARKER_RE.match(raw) if raw.startswith("# ") else None
+        m = MARKER_RE.match(raw) if raw.startswith("# ") else None
         if not m:
             cur = stack[-1]
             if cur[0] and "system_header" in raw and raw.lstrip().startswith("#") and is_owned(cur[0]) \
@@ -489,84 +456,28 @@ def check_imports(symbols: Iterable[ImportedSymbol], needed: Iterable[str]) -> l
 _SYSCALL_RE = re.compile(r"^\s*[0-9a-f]+:\s.*?\b(syscall|sysenter|int\s+\$0x80)\b", re.MULTILINE)
 
 
-_ENTRY_POINT_RE = re.compile(r"\bcudaGetDriverEntryPoint\w*")
-#: The one family of driver functions a candidate may resolve: TMA tensor maps (cuTensorMapEncodeTiled, ...).
-ENTRY_POINT_ALLOWED_RE = re.compile(r"cuTensorMap[A-Za-z0-9_]*")
-_TOKEN_RE = re.compile(r"""
-    (?P<str>"(?:\\.|[^"\\\n])*")            # a plain string literal
-  | (?P<pstr>(?:u8|u|U|L)?R?"|(?:u8|u|U|L)')    # a prefixed or raw literal: never a plain name
-  | (?P<chr>'(?:\\.|[^'\\\n])*')
-  | (?P<id>[A-Za-z_]\w*)
-  | (?P<ws>\s+)
-  | (?P<punct>.)""", re.VERBOSE | re.DOTALL)
-
-
-def entry_point_name_allowed(name: str) -> bool:
-    """True when ``name`` (the whole driver function name) may be resolved: ``cuTensorMap*`` only."""
-    return ENTRY_POINT_ALLOWED_RE.fullmatch(name) is not None
-
-
-def _literal_first_argument(text: str, pos: int) -> str | None:
-    """The first call argument starting after ``text[pos]`` == "(" when it is made only of adjacent
-    plain string literals (concatenated, as the compiler does), else None."""
-    parts: list[str] = []
-    for m in _TOKEN_RE.finditer(text, pos):
-        kind = m.lastgroup
-        if kind == "ws":
-            continue
-        if kind == "str":
-            parts.append(m.group(0)[1:-1])
-            continue
-        if kind == "punct" and m.group(0) in ",)" and parts:
-            return "".join(parts)
-        return None
+def asm_label_reason(name: str) -> str | None:
+    """Why an asm label may not name the symbol ``name`` (a plain symbol name, version cut), or None: the driver
+    entry points (allowed only as direct calls the entry-point rule judges), a refused import
+    (:data:`REFUSED_SYMBOLS`), or a forbidden library's function (:data:`FORBIDDEN_LIBRARY_PREFIXES` for C names; a
+    C++ name mangled in a namespace of :data:`FORBIDDEN_LIBRARY_DIRS`)."""
+    if name.startswith(ENTRY_POINT_FAMILY):
+        return "the driver entry points are allowed only as a direct call naming a cuTensorMap* function"
+    for pattern, reason in REFUSED_SYMBOLS:
+        if fnmatch.fnmatchcase(name, pattern):
+            return reason
+    for prefix, reason in FORBIDDEN_LIBRARY_PREFIXES.items():
+        if name.lower().startswith(prefix):
+            return reason
+    m = re.match(r"_Z(?:N[rVKRO]*)?(\d+)", name)
+    if m and (space := name[m.end():m.end() + int(m.group(1))]) in FORBIDDEN_LIBRARY_DIRS:
+        return FORBIDDEN_LIBRARY_DIRS[space]
     return None
 
 
-def owned_lines(text: str, is_owned: Callable[[str], bool]) -> list[tuple[str, int, str]]:
-    """``(file, line, text)`` of every line of ``nvcc -E`` output that comes from a candidate-owned file
-    (line markers ``# N "file" flags`` followed; ownership by path, as in :func:`scan_preprocessed`: a system flag
-    on the candidate's own file, from a pasted system_header pragma, is not trusted)."""
-    cur, line = "", 1
-    out: list[tuple[str, int, str]] = []
-    for raw in text.splitlines():
-        m = _MARKER_RE.match(raw) if raw.startswith("# ") else None
-        if m:
-            cur, line = m.group(2), int(m.group(1))
-            continue
-        if cur and is_owned(cur):
-            out.append((cur, line, raw))
-        line += 1
-    return out
-
-
-def scan_driver_entry_points(preprocessed: str, is_owned: Callable[[str], bool]) -> list[PolicyViolation]:
-    """Uses of ``cudaGetDriverEntryPoint*`` in the candidate's own code, judged on the preprocessed
-    source (``nvcc -E``: comments are gone, macros expanded, token pasting done), other than a direct
-    call whose first argument is a string literal (adjacent literals concatenated, as the compiler
-    does) naming a ``cuTensorMap*`` function as a WHOLE (``"cuTensorMap" "X"`` is judged as
-    ``cuTensorMapX``; an escape, a prefix, a computed or stringified-other name is refused). The
-    allow-list admits the entry-point API only to build TMA tensor maps: any other driver function
-    (stream creation, memory, module loading) would bypass the symbol policy, and so would an alias
-    or a function pointer. The launcher enforces the same rule at run time (harness/launcher.py)."""
-    lines = owned_lines(preprocessed, is_owned)
-    joined = "\n".join(t for _, _, t in lines)
-    starts = [0]
-    for _, _, t in lines:
-        starts.append(starts[-1] + len(t) + 1)
-    out = []
-
-    for m in _ENTRY_POINT_RE.finditer(joined):
-        nxt = re.compile(r"\s*\(").match(joined, m.end())
-        name = _literal_first_argument(joined, nxt.end()) if nxt else None
-        if name is not None and entry_point_name_allowed(name):
-            continue
-        file, line, _ = lines[bisect.bisect_right(starts, m.start()) - 1]
-        shown = f" (resolves {name!r})" if name is not None else ""
-        out.append(PolicyViolation(kind="entry_point", name=m.group(0), file=file, line=line, reason=(
-            f"driver entry points are allowed only as a direct call whose name is a string literal naming a "
-            f"cuTensorMap* function{shown}; other driver functions bypass the symbol policy")))
-    return out
+def scan_asm_labels(preprocessed: str, is_owned: Callable[[str], bool]) -> list[PolicyViolation]:
+    """Refused asm labels in the candidate's own code (harness/source_scans.py), judged by :func:`asm_label_reason`."""
+    return source_scans.scan_asm_labels(preprocessed, is_owned, asm_label_reason)
 
 
 def scan_host_code(objdump_text: str) -> list[PolicyViolation]:
