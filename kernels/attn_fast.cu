@@ -2101,6 +2101,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_TMA_O_VBUF
 #define ATTN_WS_TMA_O_VBUF 0  // session 10 candidate: O staged over the V ring instead of Q's buffer (FA3's choice), so the
 #endif                        // next tile's Q loads early; the producer holds the next tile's first V until the store read it
+#ifndef ATTN_WS_S0FIRST
+#define ATTN_WS_S0FIRST 0  // session 18 candidate: at an unmerged boundary the next tile's S_0 is issued before the O store
+#endif                     // (the store then runs while S_0 is on the tensor core; run 65's trace: the store ~1500 cycles)
 #ifndef ATTN_WS_QDB
 #define ATTN_WS_QDB 0  // session 18 candidate: two Q buffers on the d128 two-consumer kernel, so the
 #endif                 // producer loads the next tile's Q while the current tile still reads its own (ws_qdb)
@@ -2208,7 +2211,8 @@ __device__ __forceinline__ void reg_fence_u(uint32_t (&r)[K][4]) {
 // After the issue points, the same layout again holds the row tiles' boundaries (unmerged boundary only),
 // [cta][warpgroup][tile of the CTA][event]: 0 the tile's last issue point done, 1 its last P V issued, 2 that
 // P V done, 3 O stored (staged and its TMA store issued), 4 the next tile acquired (its Q landed), 5 the next
-// tile's S_0 issued; the next tile's issue point 1 (event 0) closes it (S_0's wait and its softmax).
+// tile's S_0 issued; the next tile's issue point 1 (event 0) closes it (S_0's wait and its softmax). With
+// ATTN_WS_S0FIRST the store comes after S_0's issue: events 0 1 2 4 5 3 in time (scripts/ws_trace.py reads both).
 constexpr int kTrCtas = 4, kTrWgs = 3, kTrIts = 256, kTrEv = 6;
 constexpr int kTrBoundary = kTrCtas * kTrWgs * kTrIts * kTrEv;  // first mark of the boundary records
 constexpr size_t kTraceBytes = sizeof(unsigned long long) * 2 * kTrBoundary;
@@ -2375,6 +2379,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     constexpr bool SPLIT = ATTN_WS_SMSPLIT == 1 || (ATTN_WS_SMSPLIT == 2 && D != 256 && !(D == 128 && BN > 128));
     constexpr bool MERGE = ws_merge<D>();
     constexpr int QN = ws_qdb<D, BN, ST, NWG>() ? 2 : 1;  // Q buffers (ATTN_WS_QDB)
+    // ATTN_WS_S0FIRST: the next tile's S_0 before this tile's O store, on the d128 two-consumer kernel (ptxas, session
+    // 18: the d256 and three-consumer d96 kernels spill 8-56 bytes with it); not where the store's staging is Q's
+    // buffer or the V ring (the next tile's Q / first V wait for that store)
+    constexpr bool S0F = ATTN_WS_S0FIRST != 0 && D == 128 && NWG == 2 && !MERGE && !QB && !VB;
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();  // wgmma / setmaxnreg are sm_90a only; the host never launches this kernel elsewhere
 #else
@@ -2702,9 +2710,12 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         auto issue_s = [&](int stage) {
             wg_fence();
             const uint64_t dk = dadd(dk0, (uint32_t)(stage * (kKV >> 4)));
+            // QDB: tile w's Q buffer, one add per issue (qoff is a multiple of 1024: its >> 4 first, so the k-steps'
+            // offsets stay constants; (qoff + c) >> 4 cost a shift and an add per k-step in run 65's qdb)
+            const uint64_t dq = QN == 2 ? dadd(dq0, qoff >> 4) : dq0;
 #pragma unroll
             for (int kk = 0; kk < KD; ++kk)
-                WgSS<T, BN>::run(s, dadd(dq0, (qoff + (kk >> 2) * (BM * 128) + (kk & 3) * 32) >> 4),
+                WgSS<T, BN>::run(s, dadd(dq, ((kk >> 2) * (BM * 128) + (kk & 3) * 32) >> 4),
                                  dadd(dk, ((kk >> 2) * (BN * 128) + (kk & 3) * 32) >> 4), kk > 0);
             wg_commit();
         };
@@ -2858,19 +2869,25 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #endif
         };
 
-        // issue point 0 of a tile started on its own: S_0 only (trace: boundary mark 5 at tbb where brec holds)
-        auto first_s = [&](bool brec, int tbb) {
-            const int s0 = kv % ST;
-            mbar_wait(WS_FULL_K(s0), (kv / ST) & 1);
+        // issue point 0 of a tile started on its own: S_0 only (trace: boundary mark 5 at tbb where brec holds),
+        // issued, then waited for and its softmax (S0FIRST: the O store of the previous tile in between)
+        auto first_s_issue = [&](bool brec, int tbb) {
+            mbar_wait(WS_FULL_K(kv % ST), (kv / ST) & 1);
             if (PP) named_sync(me, 256);
-            issue_s(WS_KBUF(s0));
+            issue_s(WS_KBUF(kv % ST));
             if (PP) named_arrive(other, 256);
             trace_bmark<5>(p.trace, brec, tbb);
+        };
+        auto first_s_finish = [&]() {
             wg_wait<0>();
             reg_fence(s);
-            leader_arrive_k(WS_EMPTY_K(s0), w.n_tiles == 1);
+            leader_arrive_k(WS_EMPTY_K(kv % ST), w.n_tiles == 1);
             softmax(0, alpha_p);
             pack_p();
+        };
+        auto first_s = [&](bool brec, int tbb) {
+            first_s_issue(brec, tbb);
+            first_s_finish();
         };
         first_s(false, 0);
         int j = 1;
@@ -2954,6 +2971,29 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 reg_fence_u(pa);
                 if (leader) mbar_arrive(WS_EMPTY_V(vs));
                 if (VB && leader) mbar_wait(WS_EMPTY_V(vs), (gv / ST) & 1);  // both consumers' last P V done (VB staging)
+                if constexpr (S0F) {  // the next tile's S_0 on the tensor core while this tile's O is stored
+                    tn = acquire(wn);
+                    trace_bmark<4>(p.trace, brec, tbb);
+                    if (tn >= total) {
+                        store_o(w, o, m_r, l_r);
+                        break;
+                    }
+                    const WsUnit<KS> wo = w;
+                    const float mo[2] = {m_r[0], m_r[1]}, lo[2] = {l_r[0], l_r[1]};
+                    w = wn;
+                    t = tn;
+                    set_tile();
+                    first_s_issue(brec, tbb);
+                    store_o(wo, o, mo, lo);
+                    trace_bmark<3>(p.trace, brec, tbb);
+#pragma unroll
+                    for (int i = 0; i < NO * 4; ++i) o[i] = 0.f;
+                    m_r[0] = m_r[1] = -INFINITY;
+                    l_r[0] = l_r[1] = 0.f;
+                    first_s_finish();
+                    j = 1;
+                    continue;
+                }
                 store_o(w, o, m_r, l_r);
                 trace_bmark<3>(p.trace, brec, tbb);
                 if (!MERGE) tn = acquire(wn);

@@ -114,11 +114,14 @@ def boundary_phases(bounds: np.ndarray, marks: np.ndarray, key_tiles: int) -> di
     (uint64 [CTAS, WGS, ITS, EVENTS]: record n, between the CTA's row tiles n and n + 1, events 0 last issue point
     done, 1 last P V issued, 2 it is done, 3 O stored, 4 next tile acquired, 5 its S_0 issued) and the issue points'
     ``marks`` (the next tile's issue point 1, at index ``(n + 1) * key_tiles + 1``, closes record n). Non-causal
-    rows only (every row tile has ``key_tiles`` key tiles). Returns ``{"wg": {w: {phase: median cycles}}, "n":
-    records}`` with the phases of BOUNDARY_PHASES. Raises ValueError when no record is complete."""
+    rows only (every row tile has ``key_tiles`` key tiles). The events run 0 1 2 3 4 5 in time, or 0 1 2 4 5 3 in an
+    ``ATTN_WS_S0FIRST`` build (the next S_0 issued before the O store): each phase is measured from the event before
+    it in that record's order (``store_o`` from S_0's issue there, ``s0_softmax`` from the store). Returns ``{"wg":
+    {w: {phase: median cycles}}, "n": records, "s0first": records in the S0FIRST order}`` with the phases of
+    BOUNDARY_PHASES. Raises ValueError when no record is complete."""
     b = bounds.astype(np.int64)
     m = marks.astype(np.int64)[..., 0]
-    out: dict = {"wg": {}, "n": 0}
+    out: dict = {"wg": {}, "n": 0, "s0first": 0}
     for w in range(WGS):
         rows = []
         for cta in range(CTAS):
@@ -126,7 +129,12 @@ def boundary_phases(bounds: np.ndarray, marks: np.ndarray, key_tiles: int) -> di
                 g = (n + 1) * key_tiles + 1
                 if g >= ITS or not (b[cta, w, n] > 0).all() or m[cta, w, g] == 0:
                     continue
-                rows.append(np.append(np.diff(b[cta, w, n]), m[cta, w, g] - b[cta, w, n, 5]))
+                e, nxt = b[cta, w, n], m[cta, w, g]
+                if e[3] > e[5]:  # S0FIRST: acquire and S_0 before the store
+                    out["s0first"] += 1
+                    rows.append([e[1] - e[0], e[2] - e[1], e[3] - e[5], e[4] - e[2], e[5] - e[4], nxt - e[3]])
+                else:
+                    rows.append(np.append(np.diff(e), nxt - e[5]))
         if rows:
             med = np.median(np.array(rows), axis=0)
             out["wg"][w] = {ph: float(v) for ph, v in zip(BOUNDARY_PHASES, med, strict=True)}

@@ -88,3 +88,23 @@ def test_the_boundary_phases_of_a_known_timeline_come_back() -> None:
     assert res["wg"][1]["s0_softmax"] == close + 11.0
     with pytest.raises(ValueError, match="no complete boundary record"):
         wt.boundary_phases(np.zeros_like(bounds), marks, 4)
+
+
+def test_the_boundary_phases_of_an_s0first_timeline_come_back() -> None:
+    """ATTN_WS_S0FIRST: the next tile is acquired and its S_0 issued before the O store (events 0 1 2 4 5 3 in
+    time); each phase comes back from its own start (the store from S_0's issue, S_0's softmax from the store)."""
+    marks = np.zeros((wt.CTAS, wt.WGS, wt.ITS, wt.EVENTS), dtype=np.uint64)
+    bounds = np.zeros_like(marks)
+    for cta in range(wt.CTAS):
+        for n in range(30):
+            t0 = 1_000 + 10_000 * n + 37 * cta
+            e1, e2 = t0 + 90, t0 + 90 + 700
+            e4 = e2 + 800  # acquire
+            e5 = e4 + 300  # S_0's turn and issue
+            e3 = e5 + 1500  # the store, while S_0 runs
+            bounds[cta, 0, n] = [t0, e1, e2, e3, e4, e5]
+            marks[cta, 0, 4 * (n + 1) + 1, 0] = e3 + 900
+    res = wt.boundary_phases(bounds, marks, 4)
+    assert res["s0first"] == res["n"] == wt.CTAS * 30
+    assert res["wg"][0] == {"last_pv_turn": 90.0, "last_pv": 700.0, "store_o": 1500.0, "acquire": 800.0,
+                            "s0_turn": 300.0, "s0_softmax": 900.0}
