@@ -47,6 +47,7 @@ from harness.policy import (
     raise_violations,
     run_tool,
     scan_asm_labels,
+    scan_asm_text,
     scan_driver_entry_points,
     scan_preprocessed,
     scan_source_includes,
@@ -454,7 +455,8 @@ def _scan(tree: SnapshotTree, nvcc: str, flags: list[str], timeout_s: float) -> 
         # candidate file read from anywhere else (the user's folder by absolute path) is refused
         raise_violations(tree.user_violations(scan_preprocessed(pre.stdout, owned, tree.roots)
                                               + scan_driver_entry_points(pre.stdout, owned)
-                                              + scan_asm_labels(pre.stdout, owned)))
+                                              + scan_asm_labels(pre.stdout, owned)
+                                              + scan_asm_text(pre.stdout, owned)))
 
 
 def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: str, policy: bool,

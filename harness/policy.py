@@ -18,8 +18,9 @@ device memory, or synchronize the device. Three checks enforce it:
 3. **Instructions** (:func:`scan_host_code`): raw ``syscall``/``sysenter``/``int $0x80`` in the
    host code (inline asm) would bypass the symbol check and is refused.
 4. **Names** (harness/source_scans.py, re-exported here: :func:`scan_driver_entry_points`,
-   :func:`scan_asm_labels`): the driver entry points only as a direct call naming a ``cuTensorMap*`` function, and
-   no asm label binding a declaration to a symbol the policy forbids or controls.
+   :func:`scan_asm_labels`, :func:`scan_asm_text`): the driver entry points only as a direct call naming a
+   ``cuTensorMap*`` function, no asm label binding a declaration to a symbol the policy forbids or controls, and no
+   string the assembler would read as a directive that reads a file, builds text or binds names (harness/asm_text.py).
 
 The candidate and its local headers are read once into a snapshot (harness/snapshot.py); the scans and nvcc read
 the snapshot, never the user's files again.
@@ -46,6 +47,7 @@ from harness.source_scans import (  # noqa: F401 - re-exported: their home was t
     MARKER_RE,
     entry_point_name_allowed,
     owned_lines,
+    scan_asm_text,
     scan_driver_entry_points,
 )
 from harness.source_text import logical_text, stray_hashes
@@ -198,9 +200,9 @@ REFUSED_SYMBOLS: tuple[tuple[str, str], ...] = (
 @functools.lru_cache(maxsize=1)
 def policy_fingerprint() -> str:
     """sha256 of all the lists above and of the code that applies them (this module, harness/source_text.py,
-    harness/source_scans.py, harness/snapshot.py, harness/nvcc_passes.py, harness/compile.py): part of the build
-    cache key, so editing the policy, or how it is
-    scanned, re-checks every candidate (a cache entry built under an older scan is not reused)."""
+    harness/source_scans.py, harness/asm_text.py, harness/snapshot.py, harness/nvcc_passes.py, harness/compile.py):
+    part of the build cache key, so editing the policy, or how it is scanned, re-checks every candidate (a cache entry
+    built under an older scan is not reused)."""
     import hashlib
     import json
 
@@ -208,7 +210,8 @@ def policy_fingerprint() -> str:
             ALLOWED_SYMBOLS, REFUSED_SYMBOLS]
     h = hashlib.sha256(json.dumps(data, sort_keys=True).encode())
     here = Path(__file__).resolve().parent
-    for name in ("policy.py", "source_text.py", "source_scans.py", "snapshot.py", "nvcc_passes.py", "compile.py"):
+    for name in ("policy.py", "source_text.py", "source_scans.py", "asm_text.py", "snapshot.py", "nvcc_passes.py",
+                 "compile.py"):
         h.update(hashlib.sha256((here / name).read_bytes()).digest())
     return h.hexdigest()
 

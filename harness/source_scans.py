@@ -13,7 +13,14 @@ String literals are judged as the compiler reads them: adjacent literals concate
   string names, so a call of ``f`` is a call of that symbol (red team, session 17). A label must be one plain
   string literal whose value is a plain symbol name, and that name must not be one the policy forbids or controls
   (the judge comes from harness.policy). Inline asm *statements* (``asm volatile("mma.sync...")``, PTX in device
-  code) are not labels; their text is judged by the entry-point rule only.
+  code) are not labels; their text is judged by the entry-point rule and :func:`scan_asm_text`.
+- :func:`scan_asm_text`: every string literal of the candidate's own code, read as GNU as reads it
+  (harness/asm_text.py: case ignored, ``/* */`` comments, quotes and backslashes removed; an asm statement's template
+  also as gcc prints it, operands and dialect alternatives resolved), may not hold a directive that reads a file
+  (``.incbin``, ``.include``), builds text (``.macro``, ``.irp``, ``.rept``, ...) or binds one name to another
+  (``.set``, ``.symver``, ...); an asm template may not paste an operand onto a name (``.%c0``), no string may hold
+  a ``/*`` comment, an asm statement's text must be a string literal, and no assembler reading of a string may name
+  the driver entry points (``"cudaGetDriver""EntryPoint"``, ``cudaGetDriver/**/EntryPoint``).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from harness.asm_text import DENIED_DIRECTIVES, assembler_views, denied_directives, opens_comment, pastes_operand
 from harness.violations import PolicyViolation
 
 __all__ = [
@@ -32,11 +40,13 @@ __all__ = [
     "LiteralRun",
     "Token",
     "asm_labels",
+    "asm_statements",
     "decode_literal",
     "entry_point_name_allowed",
     "literal_runs",
     "owned_lines",
     "scan_asm_labels",
+    "scan_asm_text",
     "scan_driver_entry_points",
     "tokens",
 ]
@@ -57,7 +67,8 @@ _TOKEN_RE = re.compile(r"""
   | (?P<ws>\s+)
   | (?P<punct>.)""", re.VERBOSE | re.DOTALL)
 _ESCAPE_RE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9A-Fa-f]+)|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL)
-_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "e": "\x1b"}
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "e": "\x1b",
+                   "E": "\x1b"}  # \E: ESC too (a GNU escape nvcc's front end reads as gcc does)
 
 
 def entry_point_name_allowed(name: str) -> bool:
@@ -250,6 +261,24 @@ def asm_labels(tokens: list[Token], runs: list[LiteralRun]) -> list[tuple[Token,
     return out
 
 
+def asm_statements(tokens: list[Token], runs: list[LiteralRun]) -> list[tuple[Token, LiteralRun | None]]:
+    """``(keyword token, its template's literal run or None)`` for every asm statement among ``tokens``: an asm
+    keyword, its qualifiers (``volatile``, ``goto``, ``inline``), ``(``, and not an asm label (:func:`asm_labels`), in
+    a function or at file scope; None when what follows the ``(`` is not a string literal."""
+    by_first = {r.first: r for r in runs}
+    out: list[tuple[Token, LiteralRun | None]] = []
+    for i, tok in enumerate(tokens):
+        if tok.kind != "id" or tok.text not in ASM_KEYWORDS:
+            continue
+        j = i + 1
+        while j < len(tokens) and tokens[j].kind == "id" and tokens[j].text in _ASM_QUALIFIERS:
+            j += 1
+        if j >= len(tokens) or tokens[j].text != "(" or (j == i + 1 and _after_declarator(tokens, i)):
+            continue  # not followed by a parenthesis, or a label
+        out.append((tok, by_first.get(j + 1)))
+    return out
+
+
 def scan_asm_labels(preprocessed: str, is_owned: Callable[[str], bool],
                     symbol_reason: Callable[[str], str | None]) -> list[PolicyViolation]:
     """asm labels in the candidate's own code that are refused: not one plain string literal, not a plain symbol
@@ -337,4 +366,65 @@ def scan_driver_entry_points(preprocessed: str, is_owned: Callable[[str], bool])
             "a string naming a driver entry-point function (here spelled in pieces or with escapes) can only "
             "reach it under another name (an alias, weakref or assembler text); call it directly, by name, "
             "with a string literal naming a cuTensorMap* function")))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Assembler text
+# --------------------------------------------------------------------------------------------------
+
+_PASTE = ("an asm template pastes an operand onto a name: gcc prints a symbol operand (`%c0`, `%P0`) as its bare "
+          "name, so the assembler would read a directive or a symbol name that no source scan sees; keep operands "
+          "apart from names (`[%0]`, `%0,`)")
+_COMMENT = ("a `/*` comment in a string: the assembler removes a comment whole, joining the text around it into "
+            "names no scan reads (`.inc/**/bin`), and reads one left open on into the next statement's text; comment "
+            "assembler text with `//` (PTX) or `#` (host), or not at all")
+_NOT_LITERAL = ("an asm statement's text must be a string literal: a text computed at compile time (GCC 15's "
+                "`asm((constant-expression))`) is not read by the policy")
+_GAS_ENTRY_POINT = ("a string that the assembler reads as a driver entry-point function's name (its `/* */` comments, "
+                    "quotes or backslashes removed, or gcc's operands and dialect alternatives resolved) reaches it "
+                    "under no name the source scans read; call it directly, by name, with a string literal naming a "
+                    "cuTensorMap* function")
+
+
+def _shown(text: str, limit: int = 48) -> str:
+    """``text`` on one line (whitespace runs as one space), cut to ``limit`` characters."""
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[:limit - 3] + "..."
+
+
+def scan_asm_text(preprocessed: str, is_owned: Callable[[str], bool]) -> list[PolicyViolation]:
+    """Assembler text in the candidate's own code that is refused (see the module doc and harness/asm_text.py).
+
+    Every string literal (adjacent literals concatenated, escapes decoded, macros expanded) is judged, not only asm
+    statements' templates: gcc copies other strings into the assembler's input too (a ``section`` attribute's name,
+    newlines and all). Refused: a directive of :data:`harness.asm_text.DENIED_DIRECTIVES` in any assembler reading of
+    the string (``asm(".INC" "BIN \\"/home/u/.ssh/id_rsa\\"")``, ``".inc{bin|}"``, ``".inc/**/bin"``,
+    ``"\\x2eincbin"``); in an asm template, an operand pasted onto a name (``.%c0``); a ``/*`` comment; an asm
+    statement whose text is not a string literal; and a string whose assembler reading, but not its own text, names
+    the driver entry points (the plain text is :func:`scan_driver_entry_points`'s). Honest inline PTX (device code)
+    uses none of these."""
+    owned = _Owned(preprocessed, is_owned)
+    out: list[PolicyViolation] = []
+    templates: set[int] = set()
+    for tok, run in asm_statements(owned.tokens, owned.runs):
+        if run is None:
+            file, line = owned.where(tok.start)
+            out.append(PolicyViolation(kind="asm_text", name=f"{tok.text}(...)", reason=_NOT_LITERAL, file=file,
+                                       line=line))
+        else:
+            templates.add(run.first)
+    for run in owned.runs:
+        template = run.first in templates
+        file, line = owned.where(run.start)
+        found = [(d, f"the directive `{d}` {DENIED_DIRECTIVES[d[1:]]}") for d in denied_directives(run.value, template)]
+        found += [(_shown(run.value), _PASTE)] if template and pastes_operand(run.value) else []
+        found += [("/*", _COMMENT)] if opens_comment(run.value, template) else []
+        out += [PolicyViolation(kind="asm_text", name=name, reason=why, file=file, line=line) for name, why in found]
+        if _ENTRY_POINT_RE.search(run.value) is None:
+            for view in assembler_views(run.value, template):
+                if m := _ENTRY_POINT_RE.search(view):
+                    out.append(PolicyViolation(kind="entry_point", name=m.group(0), reason=_GAS_ENTRY_POINT,
+                                               file=file, line=line))
+                    break
     return out

@@ -13,9 +13,10 @@ __all__ = ["ImportedSymbol", "PolicyViolation", "raise_violations"]
 
 
 class PolicyViolation(BaseModel):
-    """One refused item. ``kind``: header | symbol | library | instruction | entry_point | asm_label | directive (a
-    line marker or system_header pragma in the candidate's own files); ``file``/``line`` for headers, directives,
-    entry points and asm labels."""
+    """One refused item. ``kind``: header | symbol | library | instruction | entry_point | asm_label | asm_text (a
+    string the assembler would read as a refused directive, a pasted operand, ...: harness/asm_text.py) | directive
+    (a line marker or system_header pragma in the candidate's own files); ``file``/``line`` for headers, directives,
+    entry points, asm labels and asm text."""
 
     kind: str
     name: str
@@ -28,7 +29,7 @@ class PolicyViolation(BaseModel):
         where = f"{self.file}:{self.line}: " if self.file else ""
         what = {"header": "#include", "symbol": "imported symbol", "library": "linked library",
                 "instruction": "host instruction", "entry_point": "call of", "asm_label": "asm label",
-                "directive": "directive"}.get(self.kind, self.kind)
+                "asm_text": "assembler text", "directive": "directive"}.get(self.kind, self.kind)
         return f"{where}{what} `{self.name}` is not allowed: {self.reason}"
 
 
