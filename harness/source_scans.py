@@ -212,18 +212,26 @@ _STATEMENT_KEYWORDS = frozenset({"else", "do", "return", "__extension__", "case"
 _SYMBOL_NAME_RE = re.compile(r"([A-Za-z_.$][\w.$]*)(?:@{1,3}[\w.$]+)?")
 
 
+def _opener(tokens: list[Token], close_at: int, opener: str, closer: str) -> int:
+    """Index of the ``opener`` punctuator that matches the ``closer`` at ``tokens[close_at]``, scanning backwards
+    (nested pairs skipped); -1 when there is none."""
+    depth, k = 0, close_at
+    while k >= 0:
+        if tokens[k].kind == "punct":
+            depth += {closer: 1, opener: -1}.get(tokens[k].text, 0)
+        if depth == 0:
+            return k
+        k -= 1
+    return -1
+
+
 def _after_declarator(tokens: list[Token], i: int) -> bool:
     """Whether ``tokens[i]`` (an asm keyword) follows a declarator: an identifier, a parameter list's ``)``, an
     array's ``]``, a template's ``>`` or a ref-qualifier ``&``; not ``{ } ; :``, a condition's ``)`` or ``else`` (a
     statement follows those). An attribute list ``[[...]]`` is judged by what precedes it (``int f() [[gnu::used]]
     asm("x")`` is a label, ``[[likely]] asm("nop")`` a statement)."""
     while i >= 2 and tokens[i - 1].text == "]" and tokens[i - 2].text == "]":  # step over an attribute list
-        depth, k = 0, i - 1
-        while k >= 0:
-            depth += {"]": 1, "[": -1}.get(tokens[k].text, 0) if tokens[k].kind == "punct" else 0
-            if depth == 0:
-                break
-            k -= 1
+        k = _opener(tokens, i - 1, "[", "]")
         if k < 0:
             return False
         i = k  # the list's first '['
@@ -238,12 +246,7 @@ def _after_declarator(tokens: list[Token], i: int) -> bool:
         return True
     if prev.text != ")":
         return False
-    depth, k = 0, i - 1
-    while k >= 0:
-        depth += {")": 1, "(": -1}.get(tokens[k].text, 0) if tokens[k].kind == "punct" else 0
-        if depth == 0:
-            break
-        k -= 1
+    k = _opener(tokens, i - 1, "(", ")")
     before = tokens[k - 1] if k >= 1 else None
     return not (before is not None and before.kind == "id" and before.text in _CONDITION_KEYWORDS)
 
