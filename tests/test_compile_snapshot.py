@@ -77,7 +77,7 @@ def test_a_file_changed_after_the_scans_is_not_what_is_built(tmp_path: Path, mon
     assert "attnq_checked_variant" in defined and "attnq_swapped_variant" not in defined
     assert "cudaGetDriverEntryPoint" not in res.imported_symbols
     assert res.source_sha256 == hashlib.sha256(src.read_bytes() if changed == "header" else original.encode()).hexdigest()
-    assert res.local_headers == [str(hdr), str(KERNELS_DIR / "attn_abi.h")]
+    assert res.local_headers == sorted([str(hdr), str(KERNELS_DIR / "attn_abi.h")])  # sorted: the repo may sit before /tmp
     with pytest.raises(PolicyError, match="cuStreamCreate"):  # the rewritten bytes, once they are what is read
         compile_kernel(src, cache_dir=tmp_path / "cache")
     target.write_text(original)  # the key hashed the checked bytes: putting them back finds the entry built above
@@ -110,7 +110,7 @@ def test_the_snapshot_takes_local_includes_once_and_nothing_outside(tmp_path: Pa
     worker.join(30)
     assert not worker.is_alive(), "take_snapshot blocked (opened the FIFO?)"
     snap, loose = got[True], got[False]
-    assert list(snap.headers) == [cand / "b.h", cand / "sub" / "a.h", KERNELS_DIR / "attn_abi.h"]
+    assert list(snap.headers) == sorted([cand / "b.h", cand / "sub" / "a.h", KERNELS_DIR / "attn_abi.h"])
     assert not any(b"TOPSECRET" in data for data in snap.headers.values())
     assert [(v.name, v.line, v.file) for v in snap.refused] == [("link.h", 5, str(src)), (f"{cand}/b.h", 8, str(src))]
     assert "link to a file outside" in snap.refused[0].reason and "in one piece" in snap.refused[1].reason
@@ -156,7 +156,7 @@ def test_includes_the_copy_cannot_hold_are_named_and_diagnostics_name_the_users_
     src, hdr = _candidate(tmp_path)
     cand = src.parent
     (cand / "abs.cu").write_text(f'#include "attn_abi.h"\n#include "{hdr}"\nint x = kValue;\n' + _FWD)
-    assert compile_kernel(cand / "abs.cu", cache_dir=cache).local_headers == [str(hdr), str(KERNELS_DIR / "attn_abi.h")]
+    assert compile_kernel(cand / "abs.cu", cache_dir=cache).local_headers == sorted([str(hdr), str(KERNELS_DIR / "attn_abi.h")])
     cases = {"macro_abs": f'#define P "{hdr}"\n#include P\n',
              "macro": '#define P "mine.h"\n#include P\n', "bad_header": '#include "bad.h"\n'}
     (cand / "bad.h").write_text("#pragma once\nint broken = undeclared_thing;\n#include <dlfcn.h>\n")
