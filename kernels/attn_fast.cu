@@ -2104,6 +2104,13 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_S0FIRST
 #define ATTN_WS_S0FIRST 0  // session 18 candidate: at an unmerged boundary the next tile's S_0 is issued before the O store
 #endif                     // (the store then runs while S_0 is on the tensor core; run 65's trace: the store ~1500 cycles)
+#ifndef ATTN_WS_PUBTILE
+#define ATTN_WS_PUBTILE 0  // session 19 candidate: the producer publishes the decoded work unit (b, h, m0, n_tiles; KS: j0,
+#endif                     // split) beside the id, so a consumer's acquisition is one shared load, not ws_unit's divisions
+#ifndef ATTN_WS_SMALL
+#define ATTN_WS_SMALL 0  // session 19 candidate: below one wave of row tiles, the ws kernel (one CTA per tile) where the ws
+#endif                   // split-KV does not take the work (ws_num_splits 1), instead of v5's kernels; K/V broadcast
+                         // across kv heads (head stride 0) read as one kv head, so the tensor maps describe it
 #ifndef ATTN_WS_QDB
 #define ATTN_WS_QDB 0  // session 18 candidate: two Q buffers on the d128 two-consumer kernel, so the
 #endif                 // producer loads the next tile's Q while the current tile still reads its own (ws_qdb)
@@ -2187,6 +2194,14 @@ __device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
     asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
     return v;
 }
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+    return v;
+}
 template <int R>
 __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
 template <int R>
@@ -2251,9 +2266,11 @@ template <int D>
 __host__ __device__ constexpr bool ws_merge() {
     return D == 64 ? ATTN_WS_MERGE64 : (D == 128 ? ATTN_WS_MERGE128 : (D == 192 ? false : ATTN_WS_MERGE256));
 }
+// ATTN_WS_PUBTILE: after the barriers (and QDB's second set), 16-aligned, one 32-byte unit record per Q buffer
+constexpr int kWsRecBytes = ATTN_WS_PUBTILE ? 8 + 2 * 32 : 0;
 template <int D, int BN, int ST, int NWG, bool TO>
 constexpr int ws_smem_one_q() {
-    return 1024 + 64 * NWG * D * 2 * (TO ? 2 : 1) + 2 * ST * BN * D * 2 + 8 * (4 + 4 * ST);
+    return 1024 + 64 * NWG * D * 2 * (TO ? 2 : 1) + 2 * ST * BN * D * 2 + 8 * (4 + 4 * ST) + kWsRecBytes;
 }
 // ATTN_WS_QDB: Q double-buffered (tile handover n in buffer n % 2, each with its full / empty barrier and tile id),
 // on the d128 kernel with two consumers, where the second buffer fits next to O's staging (BN 128, 2 stages:
@@ -2412,6 +2429,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     auto q_empty = [&](int n) { return q_odd(n) ? sBar + 8u * (5u + 4 * ST) : bQEmpty; };
     auto q_tile = [&](int n) { return q_odd(n) ? sBar + 8u * (6u + 4 * ST) : sTile; };
     auto q_phase = [](int n) { return (uint32_t)((n / QN) & 1); };
+    // ATTN_WS_PUBTILE: handover n's unit record {t, b, h, m0}, {n_tiles, j0, split, 0} (the end: t >= total only)
+    const uint32_t sRec = (sBar + 8u * (4u + 4 * ST + (QN == 2 ? 3u : 0u)) + 15u) & ~15u;
+    auto q_rec = [&](int n) { return sRec + (q_odd(n) ? 32u : 0u); };
 #define WS_FULL_K(s) (sBar + 8u * (1u + (s)))
 #define WS_FULL_V(s) (sBar + 8u * (1u + ST + (s)))
 #define WS_EMPTY_K(s) (sBar + 8u * (1u + 2 * ST + (s)))
@@ -2464,12 +2484,28 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 }
                 // the consumers are done with this buffer's previous tile (QDB: the one before the previous) and its id
                 mbar_wait(q_empty(q_it), q_phase(q_it) ^ 1);
-                st_shared_u32(q_tile(q_it), (uint32_t)min(t, total));
+                WsUnit<KS> w;  // (PUBTILE: decoded after the wait, which the producer's 24 registers cannot span with it)
+                if constexpr (ATTN_WS_PUBTILE != 0) {  // the decoded unit: the consumers skip ws_unit's divisions
+                    if (t < total) {
+                        w = ws_unit<KS>(p, t, m_blocks, BM, BN);
+                        uint32_t j0 = 0, split = 0;
+                        if constexpr (KS) {
+                            j0 = (uint32_t)w.j0;
+                            split = (uint32_t)w.split;
+                        }
+                        st_shared_v4(q_rec(q_it), (uint32_t)t, (uint32_t)w.b, (uint32_t)w.h, (uint32_t)w.m0);
+                        st_shared_v4(q_rec(q_it) + 16u, (uint32_t)w.n_tiles, j0, split, 0u);
+                    } else {
+                        st_shared_u32(q_rec(q_it), (uint32_t)total);
+                    }
+                } else {
+                    st_shared_u32(q_tile(q_it), (uint32_t)min(t, total));
+                }
                 if (t >= total) {
                     mbar_arrive(q_full(q_it));
                     break;
                 }
-                const WsUnit<KS> w = ws_unit<KS>(p, t, m_blocks, BM, BN);
+                if constexpr (ATTN_WS_PUBTILE == 0) w = ws_unit<KS>(p, t, m_blocks, BM, BN);
                 int jk = 0;  // first key tile of the unit
                 if constexpr (KS) jk = w.j0;
                 if (w.n_tiles == 0) {
@@ -2643,6 +2679,20 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     auto acquire = [&](WsUnit<KS>& w) {
         while (true) {
             mbar_wait(q_full(q_it), q_phase(q_it));
+#if ATTN_WS_PUBTILE
+            const uint4 r0 = ld_shared_v4(q_rec(q_it));
+            const int t = ATTN_WS_UNIF ? __shfl_sync(0xffffffffu, (int)r0.x, 0) : (int)r0.x;
+            if (t >= total) return total;
+            const uint4 r1 = ld_shared_v4(q_rec(q_it) + 16u);
+            w.b = (int)r0.y;
+            w.h = (int)r0.z;
+            w.m0 = (int)r0.w;
+            w.n_tiles = (int)r1.x;
+            if constexpr (KS) {
+                w.j0 = (int)r1.y;
+                w.split = (int)r1.z;
+            }
+#else
 #if ATTN_WS_UNIF
             const int t = __shfl_sync(0xffffffffu, (int)ld_shared_u32(q_tile(q_it)), 0);  // warp-uniform to the compiler
 #else
@@ -2650,6 +2700,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #endif
             if (t >= total) return total;
             w = ws_unit<KS>(p, t, m_blocks, BM, BN);
+#endif
             if (w.n_tiles > 0) return t;
 #pragma unroll
             for (int i = 0; i < 2; ++i) {  // no key for any row of this tile: o = 0, lse = +inf
@@ -3081,6 +3132,10 @@ bool make_map(CUtensorMap* map, const void* ptr, bool bf16, int D, int rows, int
               long long hs, long long bs, int box_rows, bool sw64 = false) {
     const EncodeTiledFn fn = encode_tiled();
     if (fn == nullptr || rs <= 0 || hs < 0 || bs < 0) return false;
+    if (ATTN_WS_SMALL) {  // a dimension of size 1 is never stepped along: give it a valid stride (a broadcast's is 0)
+        if (heads == 1) hs = rs;
+        if (batch == 1) bs = rs;
+    }
     const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)batch};
     const cuuint64_t strides[3] = {(cuuint64_t)rs * 2, (cuuint64_t)hs * 2, (cuuint64_t)bs * 2};
     const cuuint32_t box[4] = {sw64 ? 32u : 64u, (cuuint32_t)box_rows, 1, 1};  // sw64: 32 columns = 64 B per row
@@ -3171,14 +3226,22 @@ int dispatch_ws(const KParams& kp, int D, bool bf16, int num_sms, cudaStream_t s
 
 // The warp-specialized kernel takes what v5 gave the wgmma kernel (prefill filling >= 1 wave of 128-row
 // CTAs, no GQA packing, no split) and head_dim 64 too.
+int ws_num_splits(const attn_fwd_params* p, const Plan& pl);
 bool use_ws(const attn_fwd_params* p, const Plan& pl) {
-    if (!ATTN_WS || !pl.fast || pl.G != 1 || pl.num_splits != 1 || !hopper_device()) return false;
+    if (!ATTN_WS || !pl.fast || pl.G != 1 || !hopper_device()) return false;
     const int D = p->head_dim;
     if (D != 128 && D != 256 && !(D == 64 && ATTN_WS_D64) && !(D == 192 && ATTN_WS_D192) && !(D == 96 && ATTN_WS_D96))
         return false;
     const int num_sms = p->num_sms > 0 ? p->num_sms : 132;
     const long long ctas = (long long)((p->seqlen_q + 127) / 128) * p->batch * p->num_heads_q;
-    return ctas >= num_sms;
+    if (ctas >= num_sms) return pl.num_splits == 1;
+    // ATTN_WS_SMALL: below a wave, one CTA per row tile where the ws split-KV leaves the work unsplit (its cost model
+    // chose S = 1, or no split applies: d96); v5's kernels (the mma plan's own split-KV) otherwise
+#if ATTN_WS_SPLIT
+    return ATTN_WS_SMALL != 0 && p->seqlen_q > 16 && ws_num_splits(p, pl) == 1;
+#else
+    return ATTN_WS_SMALL != 0 && p->seqlen_q > 16;
+#endif
 }
 
 #if ATTN_WS_SPLIT
@@ -3331,6 +3394,7 @@ extern "C" size_t attn_fwd_workspace_bytes(const attn_fwd_params* p) {
     if (pl.dec) return split_workspace_bytes(p, pl);
 #endif
     size_t bytes = (ATTN_WS_DYN && p->causal && use_ws(p, pl)) ? 256 : split_workspace_bytes(p, pl);  // 256: the dynamic tile counter
+    if (ATTN_WS_SMALL) bytes = std::max(bytes, split_workspace_bytes(p, pl));  // v5's kernels: the fallback without a map
 #if ATTN_WS_SPLIT
     // the ws kernel's split-KV partials; room for the mma plan's too (its fallback when no tensor map fits)
     Plan pw = pl;
@@ -3371,6 +3435,10 @@ extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
     kp.hq = p->num_heads_q;
     kp.hkv = p->num_heads_kv;
     kp.group = p->num_heads_q / p->num_heads_kv;
+    if (ATTN_WS_SMALL && kp.hkv > 1 && kp.k_hs == 0 && kp.v_hs == 0) {  // one kv head's storage shared by all: read it as
+        kp.hkv = 1;                                                     // one head (every kernel maps h / group to 0)
+        kp.group = p->num_heads_q;
+    }
     kp.G = pl.G;
     kp.R = pl.R;
     kp.num_hb = pl.num_hb;
