@@ -36,7 +36,7 @@ from harness.abi import ABI_VERSION
 from harness.build_dir import check_nvcc_path, sweep_stale_builds
 from harness.errors import AbiError, CompileError, InputError, ToolchainError
 from harness.logging import get_logger
-from harness.nvcc_passes import host_pass_flags, owned_predicate
+from harness.nvcc_passes import built_text_mismatch, host_pass_flags, owned_predicate
 from harness.policy import (
     PolicyViolation,
     check_library,
@@ -199,7 +199,10 @@ def nvcc_flags(arch: str = "sm_90a") -> list[str]:
 
     Uses ``-gencode=arch=compute_XX,code=sm_XX`` (``-arch=sm_90a`` is unreliable with nvcc 13.0).
     ``-DCCCL_DISABLE_NVTX`` keeps CUB's NVTX ranges (getenv + dlopen of an injection library) out
-    of the host code, so CUB passes the symbol policy.
+    of the host code, so CUB passes the symbol policy. ``-Xlinker -Bsymbolic`` binds the library's calls of the
+    functions it defines to its own definitions: without it a candidate that defines ``open`` (or ``dlopen``,
+    ``dlsym``) and calls it imports nothing, and the dynamic linker binds the call to libc's ``open`` at load time
+    (red team, session 19; harness.policy.scan_interposable checks the result).
     Raises InputError for an arch that is not ``sm_<digits>[a|f]``.
     """
     m = re.fullmatch(r"sm_(\d{2,3})([af]?)", arch)
@@ -207,8 +210,8 @@ def nvcc_flags(arch: str = "sm_90a") -> list[str]:
         raise InputError(f"arch must look like sm_90a or sm_100a, got {arch!r}")
     num = m.group(1) + m.group(2)
     return [
-        "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "-lineinfo",
-        f"-gencode=arch=compute_{num},code=sm_{num}", "--expt-relaxed-constexpr", "-DCCCL_DISABLE_NVTX",
+        "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "-Xlinker", "-Bsymbolic",
+        "-lineinfo", f"-gencode=arch=compute_{num},code=sm_{num}", "--expt-relaxed-constexpr", "-DCCCL_DISABLE_NVTX",
         "-I", str(KERNELS_DIR), f"-DATTN_HARNESS_ABI_VERSION={ABI_VERSION}", "-Xptxas", "-v",
     ]
 
@@ -358,8 +361,10 @@ def _run_nvcc(argv: list[str], timeout_s: float, cwd: Path) -> subprocess.Comple
         # nvcc echoes the candidate's bytes (preprocessed output, diagnostics quoting a source line), which
         # need not be UTF-8 (a Latin-1 string literal is valid C++): undecodable bytes become U+FFFD
         # stdin closed: `#include "/dev/stdin"` must not read attnq's own input (the MCP stdio server's protocol)
+        # SOURCE_DATE_EPOCH: __DATE__ and __TIME__ alike in the policy's -E passes and the build (built_text_mismatch)
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, encoding="utf-8", errors="replace", cwd=cwd, start_new_session=True)
+                                text=True, encoding="utf-8", errors="replace", cwd=cwd, start_new_session=True,
+                                env={**os.environ, "SOURCE_DATE_EPOCH": "0"})
     except OSError as exc:
         raise ToolchainError(f"cannot run nvcc ({argv[0]}): {exc}") from None
     out, err, timed_out = communicate_or_kill(proc, timeout_s)
@@ -434,10 +439,11 @@ def _build_lock(cache_dir: Path, key: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _scan(tree: SnapshotTree, nvcc: str, flags: list[str], timeout_s: float) -> None:
+def _scan(tree: SnapshotTree, nvcc: str, flags: list[str], timeout_s: float) -> list[str]:
     """The source policy's scans of the copy ``tree`` (PolicyError naming the first refused item): the raw scans of
     every file first (nothing is read outside the candidate's folder before they pass), then both of nvcc's
-    preprocessor passes (code under ``#ifndef __CUDA_ARCH__`` exists only in the host pass: nvcc_passes)."""
+    preprocessor passes (code under ``#ifndef __CUDA_ARCH__`` exists only in the host pass: nvcc_passes). Returns
+    the texts scanned (device pass, host pass): the build's own must equal them (:func:`_build`)."""
     snap = tree.snapshot
     found = list(snap.refused)
     for user, data in snap.files():
@@ -446,6 +452,7 @@ def _scan(tree: SnapshotTree, nvcc: str, flags: list[str], timeout_s: float) -> 
     owned = tree.owned(owned_predicate(nvcc))
     pre_flags = [f for f in flags if f not in ("-Xptxas", "-v")]
     cwd = tree.source.parent
+    texts = []
     for what, extra in (("preprocessing", []), ("preprocessing (host pass)", host_pass_flags(nvcc, pre_flags, cwd))):
         pre = _run_nvcc([nvcc, "-E", *tree.flags(pre_flags), *extra, str(tree.source)], timeout_s, cwd)
         if pre.returncode != 0:
@@ -457,6 +464,8 @@ def _scan(tree: SnapshotTree, nvcc: str, flags: list[str], timeout_s: float) -> 
                                               + scan_driver_entry_points(pre.stdout, owned)
                                               + scan_asm_labels(pre.stdout, owned)
                                               + scan_asm_text(pre.stdout, owned)))
+        texts.append(pre.stdout)
+    return texts
 
 
 def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: str, policy: bool,
@@ -466,15 +475,21 @@ def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: 
     entry = cache_dir / key
     snap = tree.snapshot
     source = snap.source
-    if policy:
-        _scan(tree, nvcc, flags, timeout_s)
+    scanned = _scan(tree, nvcc, flags, timeout_s) if policy else []
 
     sweep_stale_builds(cache_dir)
     tmp = cache_dir / f".tmp-{key[:16]}-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
     try:
         lib = tmp / LIBRARY_NAME
-        proc = _run_nvcc([nvcc, *tree.flags(flags), str(tree.source), "-o", str(lib)], timeout_s, tree.source.parent)
+        keep = tree.root / ".keep"  # the build's own preprocessed text, compared with the scanned text
+        keep.mkdir()
+        kept = ["--keep", "--keep-dir", str(keep)] if policy else []
+        proc = _run_nvcc([nvcc, *tree.flags(flags), *kept, str(tree.source), "-o", str(lib)], timeout_s,
+                         tree.source.parent)
+        if policy and (differs := built_text_mismatch(keep, tree.source.stem, scanned,  # before any log is shown
+                                                       proc.returncode == 0 and lib.is_file())):
+            raise_violations(tree.user_violations([differs]))
         output = tree.user_text(proc.stderr + "\n" + proc.stdout)
         diags = parse_diagnostics(output)
         if proc.returncode != 0 or not lib.is_file():

@@ -15,6 +15,8 @@ device memory, or synchronize the device. Three checks enforce it:
    (``nm -D --undefined-only``) must match :data:`ALLOWED_SYMBOLS` (an allow-list: unknown symbols
    are refused). Versioned names (``memcpy@GLIBC_2.14``) match by base name. Every DT_NEEDED
    library must match :data:`ALLOWED_LIBRARIES`.
+   No dynamic relocation may name a symbol the library defines (:func:`scan_interposable`: the dynamic linker
+   would bind it to another library's function of that name; the build links with ``-Bsymbolic``).
 3. **Instructions** (:func:`scan_host_code`): raw ``syscall``/``sysenter``/``int $0x80`` in the
    host code (inline asm) would bypass the symbol check and is refused.
 4. **Names** (harness/source_scans.py, re-exported here: :func:`scan_driver_entry_points`,
@@ -220,7 +222,9 @@ def policy_fingerprint() -> str:
 # Headers
 # --------------------------------------------------------------------------------------------------
 
-_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.MULTILINE)
+#: ``#include``, and gcc's ``#include_next`` and ``#import`` (an include by another name: session 19's red team had
+#: ``#include_next "/etc/hostname"`` read by nvcc's -E pass before any check refused it).
+_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*(?:include(?:_next)?|import)[ \t]*([<"])([^>"\n]+)[>"]', re.MULTILINE)
 
 
 def forbidden_header_reason(name: str) -> str | None:
@@ -490,6 +494,36 @@ def scan_host_code(objdump_text: str) -> list[PolicyViolation]:
             for f in found]
 
 
+#: A dynamic relocation as ``readelf -rW -D`` prints it: offset, info, type, the symbol's value, its name (versioned),
+#: the addend. Relocations without a symbol (``R_X86_64_RELATIVE``) have no value column and do not match.
+_RELOC_RE = re.compile(r"^[ \t]*[0-9a-f]+[ \t]+[0-9a-f]+[ \t]+(R_\w+)[ \t]+([0-9a-f]+)[ \t]+(.+?)[ \t]+[+-][ \t]+"
+                       r"[0-9a-f]+[ \t]*$",
+                       re.MULTILINE)
+_INTERPOSABLE = ("the library defines this symbol and its code refers to it through the dynamic linker, which binds "
+                 "the reference to the first library of the process that defines the name (libc's `open`, `dlopen`, "
+                 "...) instead of this one: a call of any function the allow-list refuses, with nothing imported; "
+                 "build with nvcc_flags() (-Xlinker -Bsymbolic binds such references inside the library)")
+
+
+def scan_interposable(reloc_text: str, defined: dict[str, str], symbolic: bool = True) -> list[PolicyViolation]:
+    """Dynamic relocations (``readelf -rW -D``: what the dynamic linker reads) that name a symbol the library itself
+    defines (``defined``: :func:`parse_nm_defined`; a nonzero symbol value counts too). Without ``-Bsymbolic`` every
+    call of a default-visibility function goes through such a relocation, and the dynamic linker binds it to the
+    first definition in the process's global scope: a candidate that defines ``extern "C" int open(...)`` as a stub
+    and calls it imports nothing (``nm --undefined-only`` is empty) and calls libc's ``open`` at run time (red team,
+    session 19). STB_GNU_UNIQUE objects (``u``: C++ inline statics, which ``-Bsymbolic`` leaves to the dynamic
+    linker) pass only in a ``symbolic`` library (DT_SYMBOLIC: the dynamic linker searches the library itself first, so
+    a unique ``open`` defined in assembler text binds to itself, not to libc's; measured)."""
+    out, seen = [], set()
+    for m in _RELOC_RE.finditer(reloc_text):
+        base = m.group(3).split("@")[0]
+        if (symbolic and defined.get(base) == "u") or not (base in defined or int(m.group(2), 16)) or base in seen:
+            continue
+        seen.add(base)
+        out.append(PolicyViolation(kind="symbol", name=base, reason=_INTERPOSABLE))
+    return out
+
+
 def library_imports(library: Path) -> tuple[list[ImportedSymbol], list[str]]:
     """``(undefined dynamic symbols, DT_NEEDED)`` of a built library (runs nm and readelf)."""
     syms = parse_nm_undefined(run_tool(["nm", "-D", "--undefined-only", str(library)]))
@@ -505,6 +539,9 @@ def check_library(library: Path) -> list[ImportedSymbol]:
     """
     syms, needed = library_imports(library)
     violations = check_imports(syms, needed)
+    symbolic = re.search(r"\(SYMBOLIC\)|\(FLAGS\).*\bSYMBOLIC\b", run_tool(["readelf", "-d", str(library)])) is not None
+    violations += scan_interposable(run_tool(["readelf", "-rW", "-D", str(library)]),
+                                    parse_nm_defined(run_tool(["nm", "-D", "--defined-only", str(library)])), symbolic)
     violations += scan_host_code(run_tool(["objdump", "-d", "--no-show-raw-insn", str(library)]))
     raise_violations(violations)
     return syms

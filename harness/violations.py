@@ -29,7 +29,8 @@ class PolicyViolation(BaseModel):
         where = f"{self.file}:{self.line}: " if self.file else ""
         what = {"header": "#include", "symbol": "imported symbol", "library": "linked library",
                 "instruction": "host instruction", "entry_point": "call of", "asm_label": "asm label",
-                "asm_text": "assembler text", "directive": "directive"}.get(self.kind, self.kind)
+                "asm_text": "assembler text", "directive": "directive",
+                "preprocessed": "preprocessed text of"}.get(self.kind, self.kind)
         return f"{where}{what} `{self.name}` is not allowed: {self.reason}"
 
 
