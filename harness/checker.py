@@ -305,11 +305,11 @@ class Runner:
         return base
 
     def _prepare(self, bufs_c: Buffers, bufs_o: Buffers, draw: CallDraw, gen: Any, values: tuple | None) -> None:
-        """Layout and scale of ``draw`` on both arenas; pristine inputs (``values`` or a fresh fill of
+        """Layout and scale of ``draw`` on both arenas (harness.buffers.Buffers.reapply); pristine inputs (``values`` or a fresh fill of
         ``draw.kind``) in the original's, copied whole into the candidate's; outputs poisoned, workspaces
         filled with garbage."""
         for b in (bufs_o, bufs_c):
-            b.apply(draw.layout, draw.scale_factor)
+            b.reapply(draw.layout, draw.scale_factor)
         if values is None:
             bufs_o.fill_inputs(gen, draw.kind, draw.ordinary)
         else:
@@ -403,6 +403,7 @@ class Runner:
             bad = whole.failure(bufs_c.dtype)  # the reference checks, then exactness
             if bad:
                 raise Fail(bad[0], bad[1], f"{bad[2]} {where}")
+            drawer.full.passed(draw.call)  # a repeat of this call needs no whole check of its own
             # max|o| of the original's output (the bounds' ref_o_max): on the device now, read back after the last draw
             max_o = bufs_o.o_c.float().abs().nan_to_num(0).max() if bufs_o.o_c.numel() else None
             drafts.append((draw.values, TimedBounds(timed_bound_o(tol_o, rep_o.max_abs_err_o, 0.0, bufs_c.dtype, ulp=False),
@@ -543,6 +544,8 @@ class Runner:
                 if whole:
                     bad = ("timed_output_wrong", "timed_output", (f"timed call {n}, whole output against the fp32 "
                            f"reference ({whole[1]}, the checked draws' rule): {whole[2]}"))
+                elif draw.repeat is None:  # a source a first repeat may replay
+                    drawer.full.passed(draw.call)
             self.phases.reference_s = round(self.phases.reference_s + time.perf_counter() - t_ref, 4)
             if bad:
                 raise Fail(*bad)

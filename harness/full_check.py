@@ -14,9 +14,13 @@ with the original and the sampled rows (14 of 40 seeds, tests/test_timed_checked
 So a secret subset of the timed calls gets the checked draws' rule on its whole output (:class:`FullChecks`):
 each fresh timed call with probability :data:`FULL_CHECK_RATE`, drawn from the scenario's secret seed, and
 the first determinism repeat, whose bits must equal its source's, a uniformly random call of the timed
-layout's source slot (harness/repeats.py): checking the repeat checks the source. The tolerance is never
+layout's source slot (harness/repeats.py): checking the repeat checks the source, so where the source's whole
+output already passed (a checked draw, or a timed call checked whole) the repeat is not checked whole again: its
+bits must equal the source's, judged already (:meth:`FullChecks.wanted`; in a sparse scenario the original then
+skips the repeat too, harness.timed_samples.OriginalPlan). The tolerance is never
 tighter than the checked draws' of the call's value key (harness.checks.TimedBounds ``tol_o``/``tol_lse``).
-Cost: one fp32 reference per such call, about ``1 + FULL_CHECK_RATE x fresh timed calls`` per scenario
+Cost: one fp32 reference per such call, about ``1 + FULL_CHECK_RATE x fresh timed calls`` per scenario (less the
+first repeats whose source passed whole: 78 of 259 on `full`, by scripts/budget_model.py's replay of run 63)
 (1.75 where ``min_samples`` ends the loop: 6 fresh calls besides the 4 repeats; 4.25 at ``max_samples`` 30:
 26 fresh calls), next to the checked draws' 2.
 """
@@ -84,9 +88,25 @@ class FullChecks:
         self.rng, self.rate = random.Random(seed), rate
         #: timed calls checked whole so far (the scenario's extra fp32 references)
         self.count = 0
+        #: calls (harness.draws.CallDraw.call) whose whole output passed the rule: the checked draws
+        #: (:meth:`passed`) and the timed calls checked whole
+        self.checked: set[int] = set()
+        #: first repeats not checked whole because their source was (the references saved)
+        self.skipped = 0
 
     def wanted(self, draw: Any) -> bool:
-        """Whether the timed call ``draw`` (harness.draws.CallDraw) is checked whole; counts it when it is."""
-        hit = draw.repeat == 0 if draw.repeat is not None else self.rng.random() < self.rate
+        """Whether the timed call ``draw`` (harness.draws.CallDraw) is checked whole; counts it when it is.
+        The first repeat is, unless its source's whole output already passed (:attr:`checked`): the repeat
+        must reproduce the source's bits (reordered as its inputs are), so checking it whole would judge
+        the same bits against the same reference (reordered) under a rule at least as loose as the source's."""
+        if draw.repeat is not None:
+            hit = draw.repeat == 0 and draw.source not in self.checked
+            self.skipped += draw.repeat == 0 and not hit
+        else:
+            hit = self.rng.random() < self.rate
         self.count += hit
         return hit
+
+    def passed(self, call: int) -> None:
+        """Record that call ``call`` (a checked draw's, or a timed call checked whole) passed the whole-output rule."""
+        self.checked.add(call)

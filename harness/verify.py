@@ -86,10 +86,11 @@ class VerifyOptions(BaseModel):
         default=None, description="after the verification, run compute-sanitizer with this tool over the candidate on "
                                   "a few small scenarios (check `sanitizer`); off by default")
     sanitize_scenarios: int = Field(default=5, ge=1, le=50, description="scenarios sanitized, at most")
-    budget_ms: float = Field(default=150.0, gt=0,
-                             description="host wall time of a scenario's timing loop (whole samples: input fills, "
-                                         "checks, flushes, the timed calls, anchors) after which sampling stops, "
-                                         "once min_samples are taken")
+    budget_ms: float = Field(default=30.0, gt=0,
+                             description="host wall time (ms) of a scenario's timing loop (whole samples: input "
+                                         "fills, checks, flushes, the timed calls, anchors) after which sampling "
+                                         "stops, once min_samples are taken (30: the floor ends almost every "
+                                         "scenario of `full`; docs/checks.md \"How many timed samples\")")
     original_sparse_ms: float = Field(default=ORIGINAL_SPARSE_MS, ge=0, description="once the median of the "
                                       "original's timed calls is this long (ms), it runs only in the timed samples "
                                       "whose output or time is used: the timed layout's counted calls, the calls "

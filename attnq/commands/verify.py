@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(check `sanitizer`; off by default; its cost is phase_s.sanitize)")
     p.add_argument("--budget-ms", type=float, default=None,
                    help="host wall time (ms) of each scenario's timing loop after which sampling stops, once the "
-                        "minimum samples are taken (default 150; fewer samples: faster, noisier times)")
+                        "minimum samples are taken (default 30; more: more samples of quick scenarios, slower)")
     p.add_argument("--no-policy", action="store_true", help="skip the source/symbol policy (not for campaigns)")
     p.add_argument("--no-record", action="store_true", help="do not record the attempt in the campaign store")
     p.add_argument("--json", action="store_true", help="print the Verdict as JSON")
