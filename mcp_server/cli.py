@@ -64,11 +64,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     s = parser.add_argument_group("settings (override ATTNQ_* variables)")
     s.add_argument("--workspace", type=Path, default=None, help="workspace root (default: $ATTNQ_WORKSPACE or cwd)")
-    s.add_argument("--gpu", type=int, default=None, help="CUDA device index for verification")
+    s.add_argument("--gpu", type=int, default=None,
+                   help="CUDA device index for verification (default: ATTNQ_GPU or 0)")
     s.add_argument("--suite", default=None, help=f"default suite: {suite_choices_text()} (default: ATTNQ_SUITE or "
                    "quick)")
-    s.add_argument("--arch", default=None, help="nvcc target arch (default sm_90a)")
-    s.add_argument("--goal-speedup", type=float, default=None, help="goal: geomean speedup to reach")
+    s.add_argument("--arch", default=None, help="nvcc target arch (default: ATTNQ_ARCH or sm_90a)")
+    s.add_argument("--goal-speedup", type=float, default=None,
+                   help="goal: geomean speedup to reach (default: ATTNQ_GOAL_SPEEDUP or 1.0)")
     s.add_argument("--goal-anchor", choices=GOAL_TARGETS, default=None,
                    help="measure the goal against this anchor, or the original (default: ATTNQ_GOAL_ANCHOR or "
                         "original; fa3 needs flash_attn_interface importable)")

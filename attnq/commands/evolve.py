@@ -229,7 +229,8 @@ def _read(args: argparse.Namespace) -> int:
         if args.action == "status":
             runs = [db.run(args.run)] if args.run else db.runs(campaign)
             if not runs:
-                raise InputError(f"campaign {campaign!r} has no evolve run yet")
+                raise InputError(f"campaign {campaign!r} has no evolve run yet: "
+                                 "start one with `attnq evolve --from FILE`")
             sts = [run_status(db, r) for r in runs]
             print(json.dumps([s.model_dump(mode="json") for s in sts], indent=2) if args.json
                   else "\n\n".join(render_status(s) + _orphan_note(settings.state_dir, s) for s in sts))
@@ -310,6 +311,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     g.add_argument("--scheduler", default=None, help="Dask scheduler address tcp://host:8786 (implies --backend dask)")
     g.add_argument("--scheduler-timeout", type=float, default=None, help="seconds to try to reach --scheduler (30)")
     g.add_argument("--compile-workers", type=int, default=None)
-    g.add_argument("--arch", default=None)
+    g.add_argument("--arch", default=None, help="nvcc arch (default: ATTNQ_ARCH or sm_90a)")
     add_common_args(p)
     p.set_defaults(handler=_handler)

@@ -102,12 +102,13 @@ def _positive(text: str) -> float:
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``attnq report``."""
     p = subparsers.add_parser("report", help="the kernel and the campaign as pictures (one HTML file, PNGs)",
-                              description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
+                              description=__doc__.split("\n\n", 1)[1].replace("``", "`") if __doc__ else None)
     p.add_argument("--verdict", nargs="+", metavar="FILE.json", help="verdict JSON files (.json or .json.gz)")
     p.add_argument("--compare", nargs=2, metavar=("BEFORE.json", "AFTER.json"),
                    help="two verdicts of the same suite side by side")
     p.add_argument("--trace", metavar="FILE", help="a campaign trace (attnq trace export) instead of the store")
-    p.add_argument("--evolve", metavar="FILE.json", help="evolve data (see report/data.py for the format)")
+    p.add_argument("--evolve", metavar="FILE.json", help="evolve data: what `attnq evolve report --json` or "
+                   "`attnq evolve --report FILE.json` writes (format: report/data.py)")
     p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help=f"the HTML file (default: {DEFAULT_OUTPUT})")
     p.add_argument("--png-dir", metavar="DIR", default=None, help="also write every figure as DIR/<figure>.png")
     p.add_argument("--horizon", type=int, default=3, help="attempts after a question that count for it (default 3)")

@@ -9,13 +9,23 @@ import json
 from harness.memory import DEVICE_RESERVE_BYTES, estimate_peak_bytes
 from harness.scenarios import load_suite, suite_choices_text
 
+DESCRIPTION = (
+    "List a suite's scenarios, one line each: the id, the FLOPs (FlashAttention's count: 4 x batch x num_heads_q x "
+    "head_dim x the (query, key) pairs each query row sees; a causal row sees only its visible keys) and the "
+    "estimated peak GPU memory of a verification (attnq verify refuses a scenario that does not fit before "
+    "allocating anything); declared inputs, layout, repeats and fresh_process follow on an indented line. An id "
+    "reads GROUP/b<batch>-s<seqlen> (or sq<seqlen_q>-sk<seqlen_k>)-h<num_heads_q>[x<num_heads_kv> (GQA/MQA)]"
+    "-d<head_dim>-causal|noncausal-bf16|fp16, then -<name>, -sc<softmax_scale> when declared, and -x<hash> for "
+    "other declared fields of an unnamed scenario. Suite format: README.md (Scenarios), docs/checks.md."
+)
+
 #: An H200's memory (141 GiB, rounded down to what CUDA reports: 139.8 GiB), the largest GPU attnq is run on.
 H200_BYTES = 150_110_011_392
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``attnq scenarios``."""
-    p = sub.add_parser("scenarios", help="list the scenarios of a suite")
+    p = sub.add_parser("scenarios", help="list the scenarios of a suite", description=DESCRIPTION)
     p.add_argument("--suite", default=None,
                    help=f"{suite_choices_text()} path (default: ATTNQ_SUITE or quick, as verify)")
     p.add_argument("--json", action="store_true", help="JSON output")

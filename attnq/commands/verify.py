@@ -24,13 +24,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"{suite_choices_text()} path (default: ATTNQ_SUITE or quick)")
     p.add_argument("--anchors", default="", help="comma list of library kernels to time too: cudnn, flash (torch "
                    "SDPA backends), fa3 (FlashAttention-3; needs flash_attn_interface importable)")
-    p.add_argument("--arch", default=None, help="nvcc arch (default sm_90a)")
-    p.add_argument("--gpu", type=int, default=None, help="CUDA device index")
-    p.add_argument("--goal", type=float, default=None, help="goal geomean speedup, finite and > 0 (default 1.0)")
+    p.add_argument("--arch", default=None, help="nvcc arch (default: ATTNQ_ARCH or sm_90a)")
+    p.add_argument("--gpu", type=int, default=None, help="CUDA device index (default: ATTNQ_GPU or 0)")
+    p.add_argument("--goal", type=float, default=None,
+                   help="goal geomean speedup, finite and > 0 (default: ATTNQ_GOAL_SPEEDUP or 1.0)")
     p.add_argument("--goal-against", choices=GOAL_TARGETS, default=None,
                    help="what the goal's geomean is measured against (default: ATTNQ_GOAL_ANCHOR or original)")
     p.add_argument("--scenario", action="append", default=None, help="run only this scenario id (repeatable)")
-    p.add_argument("--scenario-timeout", type=float, default=60.0, help="seconds per scenario before it counts as a hang")
+    p.add_argument("--scenario-timeout", type=float, default=60.0,
+                   help="seconds per scenario before it counts as a hang (default 60)")
     p.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"], default=None,
                    help="also run compute-sanitizer with this tool over the candidate on a few small scenarios "
                         "(check `sanitizer`; off by default; its cost is phase_s.sanitize)")
