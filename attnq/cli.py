@@ -15,6 +15,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from pydantic import ValidationError
 
@@ -70,9 +71,19 @@ def _version() -> str:
         return "unknown (not installed: pip install -e .)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error: ``attnq verify: error: argument --goal: invalid float value: 'abc' (see
+    `attnq verify --help`)`` on stderr and exit code 2, instead of the whole usage block before the error (a
+    newcomer's typo got 3-13 lines, session 19). Subparsers are of this class too (add_subparsers' default)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the one line and exit 2 (argparse's contract: ``error`` must not return)."""
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full parser; each command module adds its own subparser."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="attnq",
         description="Verify, time and question agent-written CUDA attention kernels.",
         epilog=exit_codes_text(None),

@@ -16,6 +16,8 @@ import argparse
 import re
 from pathlib import Path
 
+import pytest
+
 from attnq.cli import build_parser
 from attnq.commands.scenarios import DESCRIPTION
 from harness.scenarios import list_suites, load_suite
@@ -86,3 +88,18 @@ def test_evolve_status_of_an_empty_campaign_says_how_to_start(tmp_path: Path) ->
     assert attnq("reflect", cwd=tmp_path).returncode == 0  # a store with the default campaign, no evolve run
     for action in ("status", "report"):
         assert "attnq evolve --from" in refused(attnq("evolve", action, cwd=tmp_path)), action
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("verify", "--goal", "abc", "k.cu"), "argument --goal: invalid float value: 'abc'"),
+    (("verfy",), "invalid choice: 'verfy'"),
+    (("declare", "bogus"), "argument kind: invalid choice: 'bogus'"),
+    (("scenarios", "--no-such-flag"), "unrecognized arguments: --no-such-flag"),
+    (("serve", "--gpu", "x"), "argument --gpu: invalid int value: 'x'"),
+])
+def test_a_typo_in_the_arguments_is_one_line_naming_the_help(tmp_path: Path, args: tuple[str, ...], says: str) -> None:
+    """argparse's errors printed the whole usage block first (3-13 lines for ``--goal abc``): now one line, the
+    command's name, what was wrong and where its help is, exit 2."""
+    text = refused(attnq(*args, cwd=tmp_path))
+    assert len(text.splitlines()) == 1, text
+    assert says in text and text.endswith("--help`)") and text.startswith("attnq"), text
