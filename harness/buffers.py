@@ -152,8 +152,14 @@ class Buffers:
                 where = f"outside the {name} view (head padding or tail)"
                 self._guards.append((where, None))
                 self._outside[where] = name
-        from harness.checks import poison_
+        from harness.checks import POISON_BITS, poison_
 
+        self._offsets = offsets
+        #: per region (not the workspace): its integer words (int16 for bf16/fp16, int32 for lse) and poison bits,
+        #: made once: poisoning a region is one fill, with no view made per call
+        self._words = {n: (t.view(torch.int16 if t.element_size() == 2 else torch.int32), POISON_BITS[t.dtype])
+                       for n, t in self._data.items() if n != "ws"}
+        self._drawn_views: dict[str, Any] = {}  # drawn layouts: their views, built once each
         poison_(self.arena.view(torch.float32))  # every offset and the total are multiples of 256
         # guards_written counts the guard bands' written elements in one pass over [poison, band 0, band 1, ...]:
         # a prefix sum, read at each band's last element (index 0: the poisoned sentinel, 0 written)
@@ -187,15 +193,16 @@ class Buffers:
         """Point q, k, v, o_c at ``layout``'s views and set softmax_scale: the scenario's declared
         ``softmax_scale``, else ``scale_factor`` / sqrt(head_dim). Every region is poisoned whole first
         (then the declared layout's input fills written; inputs must be filled afterwards)."""
-        from harness.checks import poison_
-
         spec = self.spec(layout)
-        for n in (*self.input_regions, "o", "lse"):
-            poison_(self._data[n])
-        views = build_views(self.torch, self.sc, spec, self.dtype, self._carve, lambda where, t: None)
-        if self.sc.layout is None:  # drawn layouts: input padding holds poison, not build_views's NaN fill
-            for n in self.input_regions:
-                poison_(self._data[n])
+        if self.sc.layout is None:  # drawn layouts: every region poisoned whole after the views exist (input
+            views = self._drawn_views.get(layout)  # padding holds poison, not build_views's NaN fill); the views
+            if views is None:  # are built once per layout (build_views writes only inside the regions)
+                views = self._drawn_views[layout] = build_views(self.torch, self.sc, spec, self.dtype, self._carve,
+                                                                lambda where, t: None)
+            self._poison(*self.input_regions, "o", "lse")
+        else:
+            self._poison(*self.input_regions, "o", "lse")
+            views = build_views(self.torch, self.sc, spec, self.dtype, self._carve, lambda where, t: None)
         self.layout = layout
         self.views = views
         self.q, self.k, self.v, self.o_c = views.q, views.k, views.v, views.o
@@ -219,6 +226,27 @@ class Buffers:
         declared = self.sc.softmax_scale
         self.scale = declared if declared is not None else self.default_scale * scale_factor
 
+    def _poison(self, *names: str) -> None:
+        """Fill the named regions whole with harness.checks.poison_'s payload (one fill each)."""
+        for n in names:
+            words, bits = self._words[n]
+            words.fill_(bits)
+
+    def region_words(self, name: str) -> Any:
+        """The whole data region of ``name`` (as :meth:`region`; not the workspace) as its integer words: int16
+        for bf16/fp16 regions, int32 for lse (compared with harness.checks.POISON_BITS of the region's dtype)."""
+        return self._words[name][0]
+
+    def byte_range(self, name: str) -> tuple[int, int]:
+        """``(first byte, end byte)`` of region ``name``'s data in the arena (its size rounded up to 4 bytes)."""
+        start, n = self._offsets[name]
+        return start, start + n
+
+    def guard_bands(self) -> list[Any]:
+        """The guard bands (fp32 views of the arena, in :attr:`guard_names` order without the "outside the view"
+        entries): what :meth:`guards_written` counts besides the regions' outsides."""
+        return list(self._bands)
+
     def region(self, name: str) -> Any:
         """The whole data region of ``name`` (qkv or q, k, v; o, lse, ws) as a flat tensor of its dtype."""
         return self._data[name]
@@ -234,9 +262,7 @@ class Buffers:
 
     def prepare_outputs(self) -> None:
         """Poison o and lse whole and fill the workspace with WORKSPACE_FILL (before every call)."""
-        from harness.checks import poison_
-
-        poison_(self._data["o"]), poison_(self._data["lse"])
+        self._poison("o", "lse")
         if self.workspace_bytes:
             self._data["ws"].fill_(WORKSPACE_FILL)
 

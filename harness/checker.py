@@ -273,6 +273,7 @@ class Runner:
         return workspace_refusal(sc, ws_c, ws_o, free)
 
     def _release(self, attached: list, *bufs: Buffers) -> None:
+        self._ac = None  # the fused checks' views of these arenas (Runner._arena_checks)
         try:
             self.dev.sync()
             for b in bufs:
@@ -331,7 +332,7 @@ class Runner:
         for who in ("original", "candidate") if orig_first else ("candidate", "original"):
             if who == "candidate":
                 rc = self._cand_call(draw, p_c, tail)
-                same = self._inputs_same_t(bufs_c, bufs_o)  # (default order) compared before the original runs
+                same = self._arena_checks(bufs_c, bufs_o).span_t()  # (default order) compared before the original runs
             elif p_o is not None:
                 ro = self._flushed_call(self.orig, p_o, tail, "original")
         assert rc is not None
@@ -350,6 +351,15 @@ class Runner:
         runs ``draw``)."""
         return self._flushed_call(self._cand(draw), p_c, tail, "candidate")
 
+    def _arena_checks(self, bufs_c: Buffers, bufs_o: Buffers) -> Any:
+        """The fused arena checks of ``bufs_c`` against ``bufs_o`` (harness.sample_checks.ArenaChecks), made once."""
+        from harness.sample_checks import ArenaChecks
+
+        ac = getattr(self, "_ac", None)
+        if ac is None or ac.bufs_c is not bufs_c or ac.bufs_o is not bufs_o:
+            ac = self._ac = ArenaChecks(self.torch, bufs_c, bufs_o, self._inputs_same_t)
+        return ac
+
     def _inputs_same_t(self, bufs_c: Buffers, bufs_o: Buffers) -> Any:
         from harness.checks import bits_equal_t
 
@@ -366,7 +376,6 @@ class Runner:
             MANTISSA_BITS,
             TimedBounds,
             checked_bounds,
-            checked_call_values,
             judge_checked_call,
             timed_bound_o,
         )
@@ -382,9 +391,10 @@ class Runner:
             self._cand_call(draw, self._params(bufs_c, sc), self.job.stream_escape_check == "tail")
             self.dev.sync()
             where = f"[draw {draw_i}: {describe_values(sc, draw)}, {draw.layout} layout]"
-            # inputs, guard bands, poison left: computed on the device, one transfer, judged in that order
-            bad = judge_checked_call(checked_call_values(self._inputs_same_t(bufs_c, bufs_o), bufs_c.o_c, bufs_c.lse_c,
-                                                         bufs_c.guards_written()).tolist(), bufs_c.guard_names, where)
+            # inputs, guard bands, poison left: computed on the device (fused: harness/sample_checks.py), one transfer,
+            # judged in that order
+            arena = self._arena_checks(bufs_c, bufs_o)
+            bad = judge_checked_call(arena.checked_values(arena.counts_t().tolist()), bufs_c.guard_names, where)
             if bad:
                 raise Fail(*bad)
             # Expected answers exist only from here on, after the candidate's call for this draw.
@@ -423,7 +433,7 @@ class Runner:
         fp32 reference (sampled rows) and, where the original runs in the sample (harness.timed_samples.
         OriginalPlan), against the original's (whole); a repeat must reproduce the bits of its
         source (kept in ``sources`` while a source slot holds it: harness/repeats.py). A sample's checks run on
-        the device and come back in one transfer (harness.checks.timed_sample_values), judged in the order of
+        the device, fused (harness/sample_checks.py), and come back in one transfer, judged in the order of
         harness.checks.judge_timed_sample. The fresh calls stop when, with the repeats still to come, the
         samples would reach ``max_samples`` (raised to reach every scheduled declared call; past it only for
         3 counted dense calls), or once ``min_samples`` (repeats included), every scheduled call and
@@ -433,15 +443,10 @@ class Runner:
         can then be passed. The times, and the stream_timing check, are over the counted
         dense calls (:func:`timed_selection`): never a repeat, whose values a cache can replay, nor a declared
         call, whose values can give the answer away."""
-        from harness.checks import (
-            bits_equal_t,
-            judge_timed_sample,
-            row_errors_t,
-            sample_rows,
-            timed_sample_values,
-        )
+        from harness.checks import bits_equal_t, judge_timed_sample, sample_rows
         from harness.full_check import whole_check
         from harness.reference import attention_reference_rows
+        from harness.sample_checks import rows_check_t, timed_values, timed_values_t
 
         torch, job = self.torch, self.job
         anchors = TimedAnchors(torch, sc, job.anchors)
@@ -522,23 +527,19 @@ class Runner:
             t_ref = time.perf_counter()
             o_ref, lse_ref = attention_reference_rows(bufs_o.q, bufs_o.k, bufs_o.v, rows.batch_idx, rows.head_idx,
                                                       rows.rows, softmax_scale=bufs_o.scale, causal=sc.causal)
-            zero = o_ref.new_zeros(())
-            ref_max = torch.stack([o_ref.abs().max() if o_ref.numel() else zero,  # no host synchronization
-                                   torch.where(torch.isfinite(lse_ref), lse_ref.abs(), 0.0).max() if lse_ref.numel() else zero])
             repeat_same = None
             if expect is not None:
-                repeat_same = torch.stack([bits_equal_t(bufs_c.o_c, expect[0]), bits_equal_t(bufs_c.lse_c, expect[1])]).all()
-            outs_o = (bufs_o.o_c, bufs_o.lse_c) if ro is not None else (None, None)
-            vals = timed_sample_values(inputs_same, bufs_c.o_c, bufs_c.lse_c, *outs_o, bufs_c.guards_written(),
-                                       row_errors_t(bufs_c.o_c, bufs_c.lse_c, rows, o_ref, lse_ref),
-                                       row_errors_t(*outs_o, rows, o_ref, lse_ref) if ro is not None else None,
-                                       ref_max, repeat_same, no_key_rows=no_key)
+                repeat_same = bits_equal_t(bufs_c.o_c, expect[0]) & bits_equal_t(bufs_c.lse_c, expect[1])
+            outs = [(bufs_c.o_c, bufs_c.lse_c)] + ([(bufs_o.o_c, bufs_o.lse_c)] if ro is not None else [])
+            arena = self._arena_checks(bufs_c, bufs_o)  # fused checks, no host synchronization: harness/sample_checks.py
+            vals = timed_values_t(torch, arena.counts_t(inputs_same), *outs[0], *(outs[1] if ro is not None else (None, None)),
+                                  rows_check_t(torch, outs, rows, o_ref, lse_ref), repeat_same, no_key_rows=no_key)
             if sources is not None:  # a source slot takes this call (before anything else runs)
                 sources.keep(draw.keep, bufs_o, bufs_c)
             source = None if draw.source is None else drawer.name(draw.source)
             bound = bounds[draw.values]
-            bad = judge_timed_sample(vals.tolist(), n, bound, bufs_c.guard_names, repeat_of=source,  # one transfer
-                                     original_ran=ro is not None)
+            bad = judge_timed_sample(timed_values(vals.tolist(), arena, ro is not None), n, bound,  # one transfer
+                                     bufs_c.guard_names, repeat_of=source, original_ran=ro is not None)
             if not bad and whole_wanted:  # a secret subset: the checked draws' rule, whole output
                 whole = whole_check(sc, bufs_c, bufs_o, at_least=(bound.tol_o, bound.tol_lse)).failure(bufs_c.dtype)
                 if whole:

@@ -129,7 +129,7 @@ def attention_reference_rows(
     qs = q[batch_idx[:, None], rows, head_idx[:, None], :].float().mul(scale)  # [P, R, d]
     ks = k[batch_idx, :, kv_idx, :].float()  # [P, sk, d]
     vs = v[batch_idx, :, kv_idx, :].float()
-    s = torch.matmul(qs, ks.transpose(-1, -2))  # [P, R, sk]
+    s = torch.bmm(qs, ks.transpose(-1, -2))  # [P, R, sk] (bmm: torch.matmul's kernel here, without its reshapes)
     if causal:
         cols = torch.arange(sk, device=q.device).view(1, 1, sk)
         s.masked_fill_(cols > (rows + (sk - sq)).unsqueeze(-1), float("-inf"))
@@ -137,6 +137,6 @@ def attention_reference_rows(
     empty = torch.isneginf(m)
     s.sub_(m.masked_fill(empty, 0.0)).exp_()
     den = s.sum(dim=-1, keepdim=True)
-    o = torch.matmul(s, vs).div_(den.masked_fill(empty, 1.0)).masked_fill_(empty, 0.0)
+    o = torch.bmm(s, vs).div_(den.masked_fill(empty, 1.0)).masked_fill_(empty, 0.0)
     lse = (m + den.log()).masked_fill_(empty, float("inf")).squeeze(-1)
     return o, lse

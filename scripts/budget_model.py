@@ -3,6 +3,7 @@ they do to the A/A geomean's precision, predicted from recorded verdicts (no GPU
 
     python scripts/budget_model.py VERDICT.json[.gz] [--aa AA.json[.gz] ...] [--budget-ms 150,60,30]
                                    [--min-samples 10] [--max-samples 30] [--seeds 16]
+                                   [--h-scale 1.0 [--h-fixed-ms 1.25]] [--w-scale 1.0]
 
 The model, per scenario of VERDICT (its ``phases``, medians and ``original.sparse``):
 
@@ -15,7 +16,10 @@ The model, per scenario of VERDICT (its ``phases``, medians and ``original.spars
   host, the launchers' round trips, the sampled rows) is the value for which the replay's mean timing equals
   the verdict's ``timing_s`` (bisection);
 * the same replay under other settings gives the predicted timing phase; the rest of the wall (compile, worker
-  start, check, other) is taken as measured.
+  start, check, other) is taken as measured;
+* ``--h-scale X``: cheaper per-sample checks, ``h`` -> ``fixed + (h - fixed) x X`` (``--h-fixed-ms``: the launchers'
+  round trips, 1.25 ms on run 63's H100), X = new / old torch operations per sample (scripts/ops_per_sample.py);
+  ``--w-scale``: cheaper whole-output checks.
 
 A/A precision (``--aa``: verdicts of the original against a byte-identical copy): per scenario, the log-ratio's
 standard error is ``1.2533 x sigma / sqrt(n)`` per kernel (median of n samples; ``sigma`` = IQR / 1.349 /
@@ -161,6 +165,14 @@ def fit(sc: Scenario, res: dict, seeds: int, st: Settings) -> Fit:
     return Fit(sc, h, max(0.0, per_draw - cand - orig - h), cand, orig, sparse, ph["timing_s"], sig)
 
 
+def rescaled(f: Fit, h_scale: float, fixed_ms: float, w_scale: float) -> Fit:
+    """``f`` with its per-sample host cost ``h`` (ms) cut to ``fixed_ms + (h - fixed_ms) x h_scale`` (h itself where
+    it is below ``fixed_ms``) and its whole-check cost ``w`` x ``w_scale``: the timing phase under cheaper checks. The
+    checked draws (the rest of the wall) are left as measured."""
+    h = f.h if f.h <= fixed_ms else fixed_ms + (f.h - fixed_ms) * h_scale
+    return Fit(f.sc, h, f.w * w_scale, f.cand, f.orig, f.sparse, f.timing_s, f.sigma)
+
+
 def load(path: str) -> dict:
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as fh:
@@ -194,17 +206,25 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--min-samples", type=int, default=10)
     ap.add_argument("--max-samples", type=int, default=30)
     ap.add_argument("--seeds", type=int, default=16)
+    ap.add_argument("--h-scale", type=float, default=1.0,
+                    help="scale the fitted per-sample host cost h (less --h-fixed-ms) by this: fewer torch operations "
+                         "per sample (scripts/ops_per_sample.py: new ops / old ops)")
+    ap.add_argument("--h-fixed-ms", type=float, default=1.25,
+                    help="the part of h that --h-scale leaves alone (ms): the launchers' round trips")
+    ap.add_argument("--w-scale", type=float, default=1.0, help="scale the fitted whole-check cost w by this")
     ap.add_argument("--every-repeat-whole", action="store_true",
                     help="check every first repeat whole (the rule of the recorded runs)")
     a = ap.parse_args(argv)
     base = Settings(skip_checked_sources=False)  # the recorded runs checked every first repeat whole
     v = load(a.verdict)
     fits = fits_of(v, a.seeds, base)
+    if a.h_scale != 1.0 or a.w_scale != 1.0:
+        fits = [rescaled(f, a.h_scale, a.h_fixed_ms, a.w_scale) for f in fits]
     ph = v["phase_s"]
     rest = v["wall_s"] - ph["timing"]
     print(f"{a.verdict}: {len(fits)} scenarios, wall {v['wall_s']:.1f} s, timing {ph['timing']:.1f} s, "
           f"rest {rest:.1f} s (compile, worker start, check, other)")
-    print(f"  fitted per-sample host cost h: median {statistics.median(f.h for f in fits):.2f} ms, "
+    print(f"  per-sample host cost h (x {a.h_scale:g} past {a.h_fixed_ms:g} ms): median {statistics.median(f.h for f in fits):.2f} ms, "
           f"sum of whole-check costs w x 1 {sum(f.w for f in fits) / 1e3:.1f} s")
     aa = [fits_of(load(p), a.seeds, base) for p in a.aa]
     for b in [float(x) for x in a.budget_ms.split(",")]:
