@@ -20,6 +20,10 @@ T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/x/info.txt
 . scripts/gpu_env.sh
 python3 -c "import pyseccomp" && echo "pyseccomp ok" | tee -a $OUT/x/info.txt
+# session 19's compile rules (-Bsymbolic, the build's preprocessed text against the scanned one) on the box's own
+# nvcc and gcc, first: run 64's recorded full depends on them (the small-grid verify below reuses this build)
+timeout 150 python3 -m attnq compile kernels/attn_fast.cu --json > $OUT/x/compile.json 2> $OUT/x/compile.err
+echo "compile rc=$? t=$(el)" | tee -a $OUT/x/info.txt; tail -3 $OUT/x/compile.err
 LIBS=$PWD/.prebuilt; cp $LIBS/base.so $LIBS/base2.so
 for n in base s0f pub s0fpub trs0fpub; do
   timeout 150 python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant $n= --prebuilt $LIBS --check-only > /tmp/c_$n.log 2>&1 &
