@@ -524,10 +524,11 @@ def scan_interposable(reloc_text: str, defined: dict[str, str], symbolic: bool =
     return out
 
 
-def library_imports(library: Path) -> tuple[list[ImportedSymbol], list[str]]:
-    """``(undefined dynamic symbols, DT_NEEDED)`` of a built library (runs nm and readelf)."""
+def library_imports(library: Path, dynamic: str | None = None) -> tuple[list[ImportedSymbol], list[str]]:
+    """``(undefined dynamic symbols, DT_NEEDED)`` of a built library (runs nm, and readelf unless ``dynamic``, its
+    ``readelf -d`` text, is given)."""
     syms = parse_nm_undefined(run_tool(["nm", "-D", "--undefined-only", str(library)]))
-    needed = parse_needed(run_tool(["readelf", "-d", str(library)]))
+    needed = parse_needed(dynamic if dynamic is not None else run_tool(["readelf", "-d", str(library)]))
     return syms, needed
 
 
@@ -537,9 +538,10 @@ def check_library(library: Path) -> list[ImportedSymbol]:
     Returns the imported symbols. Raises PolicyError naming the first refused item (all in
     ``details["violations"]``), ToolchainError when nm/readelf/objdump are missing.
     """
-    syms, needed = library_imports(library)
+    dynamic = run_tool(["readelf", "-d", str(library)])  # DT_NEEDED and DT_SYMBOLIC, one read
+    syms, needed = library_imports(library, dynamic)
     violations = check_imports(syms, needed)
-    symbolic = re.search(r"\(SYMBOLIC\)|\(FLAGS\).*\bSYMBOLIC\b", run_tool(["readelf", "-d", str(library)])) is not None
+    symbolic = re.search(r"\(SYMBOLIC\)|\(FLAGS\).*\bSYMBOLIC\b", dynamic) is not None
     violations += scan_interposable(run_tool(["readelf", "-rW", "-D", str(library)]),
                                     parse_nm_defined(run_tool(["nm", "-D", "--defined-only", str(library)])), symbolic)
     violations += scan_host_code(run_tool(["objdump", "-d", "--no-show-raw-insn", str(library)]))
