@@ -2105,10 +2105,10 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_S0FIRST 0  // session 18 candidate: at an unmerged boundary the next tile's S_0 is issued before the O store
 #endif                     // (the store then runs while S_0 is on the tensor core; run 65's trace: the store ~1500 cycles)
 #ifndef ATTN_WS_PUBTILE
-#define ATTN_WS_PUBTILE 0  // session 19 candidate: the producer publishes the decoded work unit (b, h, m0, n_tiles; KS: j0,
+#define ATTN_WS_PUBTILE 1  // session 19 candidate: the producer publishes the decoded work unit (b, h, m0, n_tiles; KS: j0,
 #endif                     // split) beside the id, so a consumer's acquisition is one shared load, not ws_unit's divisions
 #ifndef ATTN_WS_SMALL
-#define ATTN_WS_SMALL 0  // session 19 candidate: below one wave of row tiles, the ws kernel (one CTA per tile) where the ws
+#define ATTN_WS_SMALL 1  // session 19 candidate: below one wave of row tiles, the ws kernel (one CTA per tile) where the ws
 #endif                   // split-KV does not take the work (ws_num_splits 1), instead of v5's kernels; K/V broadcast
                          // across kv heads (head stride 0) read as one kv head, so the tensor maps describe it
 #ifndef ATTN_WS_QDB
