@@ -1,4 +1,6 @@
-// attn_fast.cu (v18) — FlashAttention-style forward kernel for Hopper (sm_90a), hand-written PTX (no CUTLASS/CuTe).
+// attn_fast.cu (v20) — FlashAttention-style forward kernel for Hopper (sm_90a), hand-written PTX (no CUTLASS/CuTe).
+// v20: the producer publishes each decoded work unit (ATTN_WS_PUBTILE) and the warp-specialized kernel also runs
+// grids below one wave (ATTN_WS_SMALL); v19: head_dim 96 on three consumer warpgroups (ATTN_WS_NWG96).
 // v18: head_dim 96 on the d128 warp-specialized kernel over 96-column tensor maps (ATTN_WS_D96); v17: tile
 // boundaries no longer merged (ATTN_WS_MERGE128 0).
 // v16: GQA decode (head_dim 128, packed rows <= 32) on attn_dec, whose warps split the keys, and split-KV on the
@@ -2105,10 +2107,10 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_S0FIRST 0  // session 18 candidate: at an unmerged boundary the next tile's S_0 is issued before the O store
 #endif                     // (the store then runs while S_0 is on the tensor core; run 65's trace: the store ~1500 cycles)
 #ifndef ATTN_WS_PUBTILE
-#define ATTN_WS_PUBTILE 1  // session 19 candidate: the producer publishes the decoded work unit (b, h, m0, n_tiles; KS: j0,
+#define ATTN_WS_PUBTILE 1  // v20 (run 66: acquisition 1250/800 -> 600/250 cycles; d128 +0.8 %): the producer publishes the decoded work unit (b, h, m0, n_tiles; KS: j0,
 #endif                     // split) beside the id, so a consumer's acquisition is one shared load, not ws_unit's divisions
 #ifndef ATTN_WS_SMALL
-#define ATTN_WS_SMALL 1  // session 19 candidate: below one wave of row tiles, the ws kernel (one CTA per tile) where the ws
+#define ATTN_WS_SMALL 1  // v20 (run 66: small_grid.toml 0.905 -> 1.069x FA3): below one wave of row tiles, the ws kernel (one CTA per tile) where the ws
 #endif                   // split-KV does not take the work (ws_num_splits 1), instead of v5's kernels; K/V broadcast
                          // across kv heads (head stride 0) read as one kv head, so the tensor maps describe it
 #ifndef ATTN_WS_QDB

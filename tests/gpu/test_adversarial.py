@@ -101,14 +101,23 @@ def _assert_not_faster(entry: dict[str, Any], verdict: Verdict, timing_scenario:
     return ratio
 
 
-def test_control_is_correct(settings: Settings) -> None:
+@pytest.fixture(scope="module")
+def control(settings: Settings) -> Verdict:
+    """The honest body's verdict on every adversarial scenario, with timing: the yardstick of the timing
+    classes. Run once per module, before the first test that needs it, so a corpus test selected alone
+    (``pytest ...::test_corpus_verdict[ID]``) runs instead of skipping."""
+    if "first" not in _control:
+        t0 = time.monotonic()
+        v = verify_kernel(CORPUS / CONTROL["file"], _options(CONTROL, timing=True), settings=settings)
+        _rows.append(("control", "-", v.status, time.monotonic() - t0, "honest body, before the corpus"))
+        _control["first"] = v
+    return _control["first"]
+
+
+def test_control_is_correct(control: Verdict) -> None:
     """The shared body is right on every adversarial scenario (this also validates the suite)."""
-    t0 = time.monotonic()
-    v = verify_kernel(CORPUS / CONTROL["file"], _options(CONTROL, timing=True), settings=settings)
-    _rows.append(("control", "-", v.status, time.monotonic() - t0, "honest body, before the corpus"))
-    _control["first"] = v  # the corpus tests compare against it even if this test fails
-    assert v.status == "correct", _describe(v)
-    assert v.num_correct == len(CONTROL["scenarios"])
+    assert control.status == "correct", _describe(control)
+    assert control.num_correct == len(CONTROL["scenarios"])
 
 
 def _params() -> list[Any]:
@@ -141,10 +150,9 @@ def _assert_incorrect(entry: dict[str, Any], v: Verdict, *, failed: list[str], c
 
 
 @pytest.mark.parametrize("entry", _params())
-def test_corpus_verdict(settings: Settings, entry: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_corpus_verdict(settings: Settings, control: Verdict, entry: dict[str, Any],
+                        monkeypatch: pytest.MonkeyPatch) -> None:
     """verify_kernel gives the manifest's verdict, failed scenarios, failure kind and check."""
-    if "first" not in _control:
-        pytest.skip("the control verification did not run")
     want = entry["expected_verdict"]
     t0 = time.monotonic()
     path = CORPUS / entry["file"]
@@ -213,10 +221,8 @@ def test_corpus_verdict(settings: Settings, entry: dict[str, Any], monkeypatch: 
 
 
 @pytest.mark.parametrize("entry", RUNTIME_ENTRIES, ids=[e["class"] + "-policy-off" for e in RUNTIME_ENTRIES])
-def test_runtime_defense_with_policy_off(settings: Settings, entry: dict[str, Any]) -> None:
+def test_runtime_defense_with_policy_off(settings: Settings, control: Verdict, entry: dict[str, Any]) -> None:
     """A policy-refused class compiled with policy=False: the runtime defense still holds."""
-    if "first" not in _control:
-        pytest.skip("the control verification did not run")
     rt = entry["runtime"]
     t0 = time.monotonic()
     v = verify_kernel(CORPUS / entry["file"], _options(entry, policy=False, timing=True, scenarios=rt["scenarios"]),
@@ -234,11 +240,9 @@ def test_runtime_defense_with_policy_off(settings: Settings, entry: dict[str, An
         assert any(f.kind == rt["flag"] and f.scenario_id == rt["timing_scenario"] for f in v.flags), v.flags
 
 
-def test_harness_still_serves_after_the_faults(settings: Settings) -> None:
-    """After hangs, crashes, aborts and illegal addresses, the same harness verifies the ORIGINAL kernel
-    on every adversarial scenario, correct."""
-    if "first" not in _control:
-        pytest.skip("the control verification did not run")
+def test_harness_still_serves_after_the_faults(settings: Settings, control: Verdict) -> None:
+    """After hangs, crashes, aborts and illegal addresses (the corpus tests that ran before it in this module),
+    the same harness verifies the ORIGINAL kernel on every adversarial scenario, correct."""
     t0 = time.monotonic()
     v = verify_kernel(ORIGINAL_KERNEL, _options(CONTROL), settings=settings)
     _rows.append(("original (after the corpus)", "-", v.status, time.monotonic() - t0, "harness still serving"))
