@@ -25,11 +25,12 @@ def attention_reference(
 
     Every product and sum is fp32 (no TF32, no lower precision; the matmuls follow torch's global
     ``allow_tf32`` flags, which are off by default and which the worker turns off). Per block of
-    ``chunk_heads`` query heads and ``chunk_q`` query rows ``[i0, i1)``, in place on one fp32 score
-    block: ``s = (softmax_scale * q) @ k^T`` over the keys ``[0, kend)`` that some row of the block
-    sees (causal: ``kend = min(seqlen_k, i1 + seqlen_k - seqlen_q)``, non-causal: ``seqlen_k``), the
-    causal mask on the last columns only, ``m = max_j s`` (0 where the row sees no key),
-    ``p = exp(s - m)``, ``l = sum_j p``, ``o = (p @ v) / l`` and ``lse = m + log(l)``.
+    ``chunk_heads`` query heads and ``chunk_q`` query rows ``[i0, i1)``, on one fp32 score block:
+    ``s = (softmax_scale * q) @ k^T`` over the keys ``[0, kend)`` that some row of the block sees (causal:
+    ``kend = min(seqlen_k, i1 + seqlen_k - seqlen_q)``, non-causal: ``seqlen_k``), the causal mask on the
+    last columns only, ``m = max_j s`` and its column ``j*`` (one pass), ``p = softmax(s) = exp(s - m) / l``
+    (torch's fused fp32 softmax: one kernel, not four passes over the block), ``o = p @ v`` and
+    ``lse = m + log(l) = m - log(p[j*])``; rows that see no key are set afterwards.
 
     Args:
         q: ``[batch, seqlen_q, num_heads_q, head_dim]`` any float dtype (upcast to fp32), any strides;
@@ -39,7 +40,8 @@ def attention_reference(
             own last dimension ``head_dim_v`` (FlashAttention-3's tests use it; the kernel ABI does not).
         softmax_scale: default ``1/sqrt(head_dim)``.
         causal: bottom-right aligned: query i sees key j iff ``j <= i + seqlen_k - seqlen_q``.
-        chunk_q: query rows per chunk; peak extra memory ~ ``4 * batch * heads * chunk_q * seqlen_k`` bytes.
+        chunk_q: query rows per chunk; peak extra memory ~ ``2 x 4 * batch * heads * chunk_q * seqlen_k`` bytes
+            (the score block and its softmax; harness/memory.py counts both).
         chunk_heads: query heads per chunk (default: all, or fewer when the score block would exceed ~1 GiB).
     Returns:
         ``(o, lse)``: o ``[batch, seqlen_q, num_heads_q, head_dim_v]`` fp32, lse ``[batch, num_heads_q, seqlen_q]``
@@ -86,15 +88,20 @@ def attention_reference(
                     rows = torch.arange(i1 - i0, device=q.device).unsqueeze(1)
                     cols = torch.arange(c0, kend, device=q.device).unsqueeze(0)
                     s[..., c0:kend].masked_fill_(cols > rows + (i0 + offset), float("-inf"))
-            m = s.amax(dim=-1, keepdim=True)  # [b, h, rows, 1]; -inf where the row sees no key
+            # one pass for the row max and where it is: -inf where the row sees no key
+            m, at = s.max(dim=-1, keepdim=True)  # [b, h, rows, 1]
             empty = torch.isneginf(m)
-            s.sub_(m.masked_fill(empty, 0.0)).exp_()  # p = exp(s - m) in [0, 1]; 0 on masked keys
-            den = s.sum(dim=-1, keepdim=True)  # l: >= 1 where the row sees a key, 0 where it sees none
-            oh = torch.matmul(s, vh[:, :, :kend])  # [b, h, rows, d]
-            oh.div_(den.masked_fill(empty, 1.0)).masked_fill_(empty, 0.0)
-            o[:, i0:i1, h0:h1] = oh.permute(0, 2, 1, 3)
-            lse[:, h0:h1, i0:i1] = (m + den.log()).masked_fill_(empty, float("inf")).squeeze(-1)
-            del s, oh
+            # torch's fused softmax (exp(s - max) / l in fp32, one kernel) instead of separate max / sub / exp / sum
+            # passes over the score block: rows that see no key come out NaN and are zeroed below
+            p = torch.softmax(s, dim=-1)
+            del s
+            oh = torch.matmul(p, vh[:, :, :kend])  # [b, h, rows, d]
+            # p at the row's max is exp(0) / l = 1 / l, so lse = m + log(l) = m - log(p[at])
+            row_lse = m - p.gather(-1, at).log_()
+            del p
+            o[:, i0:i1, h0:h1] = oh.masked_fill_(empty, 0.0).permute(0, 2, 1, 3)
+            lse[:, h0:h1, i0:i1] = row_lse.masked_fill_(empty, float("inf")).squeeze(-1)
+            del oh
     return o, lse
 
 
@@ -112,7 +119,8 @@ def attention_reference_rows(
     """:func:`attention_reference` on sampled query rows only (the timed calls' check, harness/checker.py).
 
     Same semantics and fp32 arithmetic as the full reference (bottom-right causal, GQA, empty rows
-    ``o = 0``, ``lse = +inf``); only the summation order of the matmuls may differ (~1e-6 relative).
+    ``o = 0``, ``lse = +inf``); only the rounding order may differ (~1e-6 relative: the matmuls' summation order,
+    and here ``o = (exp(s - m) @ v) / l`` where the full reference takes torch's softmax first).
 
     Args:
         q: ``[batch, seqlen_q, num_heads_q, head_dim]``; k, v: ``[batch, seqlen_k, num_heads_kv, head_dim]``;
