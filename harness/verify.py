@@ -232,6 +232,11 @@ class _WorkerRun:
         r, w = os.pipe()
         env = dict(os.environ)
         env["PYTHONPATH"] = child_pythonpath()
+        # the launchers' folders (harness.launch_client: attnq-candidate-*, attnq-original-*) inside the run's
+        # folder: the parent kills the worker's group on "done", before the worker could remove them itself
+        tmp = log_path.parent / "tmp"
+        tmp.mkdir(exist_ok=True)
+        env["TMPDIR"] = str(tmp)
         self.log_fh = open(log_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "harness.worker", "--fd", str(w)],

@@ -298,7 +298,8 @@ def test_the_profile_diagnostic_profiles_the_workers_scenario_loop(built: Path, 
     under cProfile; the stats load with pstats and name the checker's scenario run, and the text summary sits
     next to them, both written before the worker says "done" (the parent, harness/verify.py, ends the worker
     as soon as it reads that: the test kills it there too). Without the field nothing is written; a worker that
-    starts at a later scenario (a verification's second worker) writes its own file and leaves the first one."""
+    starts at a later scenario (a verification's second worker) writes its own file and leaves the first one.
+    The launchers' temporary folders go under the run's folder (``TMPDIR``), which the parent removes."""
     import pstats
 
     from harness.verify import _WorkerRun
@@ -317,6 +318,9 @@ def test_the_profile_diagnostic_profiles_the_workers_scenario_loop(built: Path, 
             msgs.append(run.read(120))
         run.kill()  # on "done" at once, as the parent does
         assert msgs[-1] not in ("eof", None) and msgs[-1]["type"] == "done", msgs[-1]
+        # the killed worker's launcher folders are in the run's folder (removed with it), not left in /tmp
+        assert {p.name.rsplit("-", 1)[0] for p in (tmp_path / "tmp").iterdir()} >= {
+            "attnq-original", "attnq-original-lib", "attnq-candidate", "attnq-candidate-lib"}
         (res,) = [m["result"] for m in msgs if m["type"] == "result"]
         assert res["correct"], res["message"]
         if prof is None:
