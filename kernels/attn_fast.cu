@@ -2113,6 +2113,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_SMALL 1  // v20 (run 66: small_grid.toml 0.905 -> 1.069x FA3): below one wave of row tiles, the ws kernel (one CTA per tile) where the ws
 #endif                   // split-KV does not take the work (ws_num_splits 1), instead of v5's kernels; K/V broadcast
                          // across kv heads (head stride 0) read as one kv head, so the tensor maps describe it
+#ifndef ATTN_WS_PPFIRST
+#define ATTN_WS_PPFIRST 0  // session 20 diagnostic: the consumer warpgroup that takes the first ping-pong turn (run 66's
+#endif                     // trace: consumer 0's softmax 1500 cycles, consumer 1's 1190; does the slow one follow the turn?)
 #ifndef ATTN_WS_QDB
 #define ATTN_WS_QDB 0  // session 18 candidate: two Q buffers on the d128 two-consumer kernel, so the
 #endif                 // producer loads the next tile's Q while the current tile still reads its own (ws_qdb)
@@ -2575,8 +2578,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     const int rlane = 64 * cw + 16 * warp + (lane >> 2);  // this thread's rows in a tile: rlane and rlane + 8
     // Ping-pong: consumer c waits on named barrier 1 + c before issuing its GEMMs and then lets consumer
     // c + 1 (mod NWG) go; the last consumer's first arrival lets consumer 0 start.
+    // ATTN_WS_PPFIRST: consumer F takes the first turn (the one before it arrives once ahead; default 0).
+    constexpr int kPpFirst = ATTN_WS_PPFIRST % NWG;
     const int me = 1 + cw, other = 1 + (cw + 1) % NWG;
-    if (PP && cw == NWG - 1) named_arrive(1, 256);
+    if (PP && cw == (kPpFirst + NWG - 1) % NWG) named_arrive(1 + kPpFirst, 256);
 
     // lse of one row of tile w from its running max m and sum l (+inf where no key was seen)
     auto store_lse = [&](const WsUnit<KS>& w, int row, float m, float l) {
@@ -3094,9 +3099,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             j = 1;
         }
     }
-    // Consumer NWG-1 arrives once more than consumer 0 syncs (its first arrival lets consumer 0 start);
-    // this sync takes that arrival, so no barrier is left half-arrived when the CTA exits.
-    if (PP && cw == 0) named_sync(me, 256);
+    // The consumer before kPpFirst arrives once more than consumer kPpFirst syncs (its first arrival lets
+    // kPpFirst start); this sync takes that arrival, so no barrier is left half-arrived when the CTA exits.
+    if (PP && cw == kPpFirst) named_sync(me, 256);
     if (TO && leader) bulk_wait0();  // the last O store has finished before the CTA (and its shared memory) goes
 #endif
 #undef WS_FULL_K
