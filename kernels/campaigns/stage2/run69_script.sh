@@ -32,7 +32,7 @@ timeout 200 python3 -m pytest -v -rA -m gpu $A -k "control or work_after_return_
 echo "control+thread rc=$? $(tail -1 $OUT/x/thread_test.log) t=$(el)"; grep -n "^E " $OUT/x/thread_test.log | head -20
 ATTNQ_DIAG_PROFILE=$OUT/x/full.prof timeout 200 python3 -m attnq verify kernels/attn_fast.cu --suite full --no-record --json \
   > $OUT/x/full.json 2> $OUT/x/full.err
-echo "full(no anchors) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
+echo "full(no anchors) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"; tail -3 $OUT/x/full.err
 left=$(( ${BUDGET:-580} - $(el) - 15 ))
 if [ $left -gt 60 ]; then
   timeout $left python3 -m pytest -v -rA -m gpu $A -k "control or escape_sysv_shm or escape_unix_socket or policy_off or still_serves" \
