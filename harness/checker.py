@@ -162,6 +162,7 @@ class Runner:
         self.allocate, self.free = allocate, free
         self.device = "cuda" if dev.kind == "cuda" else "cpu"
         self.phases = PhaseTimes()
+        self._ac: Any = None  # the fused checks of the current arenas (_arena_checks; reset by _release)
 
     # -- calls ---------------------------------------------------------------------------------
     def _cand(self, draw: CallDraw) -> KernelEndpoint:
@@ -355,7 +356,7 @@ class Runner:
         """The fused arena checks of ``bufs_c`` against ``bufs_o`` (harness.sample_checks.ArenaChecks), made once."""
         from harness.sample_checks import ArenaChecks
 
-        ac = getattr(self, "_ac", None)
+        ac = self._ac
         if ac is None or ac.bufs_c is not bufs_c or ac.bufs_o is not bufs_o:
             ac = self._ac = ArenaChecks(self.torch, bufs_c, bufs_o, self._inputs_same_t)
         return ac
