@@ -2116,6 +2116,10 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_PPFIRST
 #define ATTN_WS_PPFIRST 0  // session 20 diagnostic: the consumer warpgroup that takes the first ping-pong turn (run 66's
 #endif                     // trace: consumer 0's softmax 1500 cycles, consumer 1's 1190; does the slow one follow the turn?)
+#ifndef ATTN_WS_RFOLD
+#define ATTN_WS_RFOLD 0  // session 21 candidate: the O rescale of an issue point placed right after its row max (1: the P V
+#endif                   // wait before the max, where ptxas puts it today; 2: after the max), so ptxas can put the FMULs
+                         // among the exp2 (FA3's SASS does); today they trail the softmax, on the chain (NOTES, session 21)
 #ifndef ATTN_WS_QDB
 #define ATTN_WS_QDB 0  // session 18 candidate: two Q buffers on the d128 two-consumer kernel, so the
 #endif                 // producer loads the next tile's Q while the current tile still reads its own (ws_qdb)
@@ -2815,7 +2819,8 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         // the whole softmax ran after the PV: no intra-warpgroup overlap (FA3's loop, without a mask branch,
         // has its max and a third of its exp2 before that wait). With SMSPLIT the complete softmax sits in two
         // branch arms (masked, unmasked) that join before the wait.
-        auto softmax_body = [&](int j, float (&alpha)[2], auto masked) {
+        // hook(alpha) runs once alpha is known, before the exp2 (ATTN_WS_RFOLD: the P V wait and the O rescale).
+        auto softmax_core = [&](int j, float (&alpha)[2], auto masked, auto&& hook) {
             const int kbase = j * BN;
             if (decltype(masked)::value && (SPLIT || ATTN_WS_PEEL || kbase + BN > mask_from)) {  // PEEL: the tag decides
                 const int r0 = w.m0 + rlane;
@@ -2862,6 +2867,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
                 alpha[i] = mx[i] == m_r[i] ? 1.f : fast_exp2(m_r[i] * sl2 - ms[i]);
                 m_r[i] = mx[i];
             }
+            hook(alpha);
             float sum[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // [row][chain]; one chain unless ATTN_WS_ILP
 #pragma unroll
             for (int c = 0; c < NC; ++c) {
@@ -2878,14 +2884,17 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             l_r[0] = l_r[0] * alpha[0] + (sum[0][0] + sum[0][1]);
             l_r[1] = l_r[1] * alpha[1] + (sum[1][0] + sum[1][1]);
         };
+        auto no_hook = [](const float (&)[2]) {};
+        auto softmax_body = [&](int j, float (&alpha)[2], auto masked) { softmax_core(j, alpha, masked, no_hook); };
         // Masks tile j of s (where it reaches past the last key or the causal limit), updates the running
         // max / sum, leaves exp2 values in s; alpha per row.
-        auto softmax = [&](int j, float (&alpha)[2]) {
+        auto softmax_h = [&](int j, float (&alpha)[2], auto&& hook) {
             if constexpr (KS) j += w.j0;  // global key tile (masks)
-            if (!SPLIT) softmax_body(j, alpha, WsTag<true>{});
-            else if (j * BN + BN > mask_from) softmax_body(j, alpha, WsTag<true>{});
-            else softmax_body(j, alpha, WsTag<false>{});
+            if (!SPLIT) softmax_core(j, alpha, WsTag<true>{}, hook);
+            else if (j * BN + BN > mask_from) softmax_core(j, alpha, WsTag<true>{}, hook);
+            else softmax_core(j, alpha, WsTag<false>{}, hook);
         };
+        auto softmax = [&](int j, float (&alpha)[2]) { softmax_h(j, alpha, no_hook); };
         auto pack_p = [&]() {
 #pragma unroll
             for (int c = 0; c < NC; ++c) {  // A fragment: a0/a2 row g, a1/a3 row g + 8
@@ -2971,24 +2980,38 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             reg_fence(s);
             leader_arrive_k(WS_EMPTY_K(ks), j == w.n_tiles - 1);
             float alpha[2];
+            // the P V wait (P_{j-1} V_{j-1} done: o and pa free), the arrival on V's empty barrier
+            auto pv_done = [&]() {
+                trace_mark<kTrPvWait>(p.trace, trec, tb);
+                wg_wait<0>();
+                trace_mark<5>(p.trace, trec, tb);
+                reg_fence(o);
+                reg_fence_u(pa);
+                leader_arrive_v(WS_EMPTY_V(vs));
+            };
+            constexpr bool fold = ATTN_WS_RFOLD && !ATTN_WS_RMID;
+            if (fold && ATTN_WS_RFOLD == 1) pv_done();
+            auto hook = [&](const float (&a)[2]) {
+                if constexpr (fold) {
+                    if (ATTN_WS_RFOLD != 1) pv_done();
+                    rescale_o(a);
+                }
+            };
             if constexpr (ATTN_WS_PEEL) {
                 int jg = j;  // global key tile (masks)
                 if constexpr (KS) jg += w.j0;
-                softmax_body(jg, alpha, masked);
+                softmax_core(jg, alpha, masked, hook);
             } else {
-                softmax(j, alpha);
+                softmax_h(j, alpha, hook);
             }
-            trace_mark<kTrPvWait>(p.trace, trec, tb);
-            wg_wait<0>();
-            trace_mark<5>(p.trace, trec, tb);
-            reg_fence(o);
-            reg_fence_u(pa);
-            leader_arrive_v(WS_EMPTY_V(vs));
-            if (ATTN_WS_RMID) {
-                alpha_p[0] = alpha[0];
-                alpha_p[1] = alpha[1];
-            } else {
-                rescale_o(alpha);
+            if (!fold) {
+                pv_done();
+                if (ATTN_WS_RMID) {
+                    alpha_p[0] = alpha[0];
+                    alpha_p[1] = alpha[1];
+                } else {
+                    rescale_o(alpha);
+                }
             }
             pack_p();
         };
