@@ -112,7 +112,7 @@ def preflight(cfg: EvolveConfig) -> None:
 
     require_anchors([cfg.goal_against])
     if cfg.evaluator == "harness" and cfg.backend == "local":
-        from harness.verify import require_gpu
+        from harness.gpu import require_gpu
 
         for gpu in cfg.gpus:
             require_gpu(cfg.arch, gpu, what=f"attnq evolve (evaluator harness, GPU {gpu})")

@@ -147,7 +147,7 @@ def build_task(state: ServerState) -> TaskInfo:
         notes.append(f"the workspace is {state.workspace} (the folder the server started in): start it in the "
                      "project's folder or set ATTNQ_WORKSPACE, so the tools reach only that folder")
     if have("harness.verify"):
-        from harness.verify import gpu_unavailable_reason
+        from harness.gpu import gpu_unavailable_reason
 
         no_gpu = gpu_unavailable_reason(state.settings.arch, state.settings.gpu)
         if no_gpu:

@@ -223,7 +223,7 @@ def test_get_task_lists_anchors_present(ws: Path, with_fa3: None) -> None:
 
 def test_get_task_says_when_there_is_no_gpu_to_verify_on(ws: Path) -> None:
     """An agent learnt that there is no GPU only from verify_kernel, after its compile (MCP trial of 2026-12-06)."""
-    from harness.verify import gpu_unavailable_reason
+    from harness.gpu import gpu_unavailable_reason
 
     reason = gpu_unavailable_reason("sm_90a", 0)
     task = _mcp(Settings(workspace=ws, state=ws / "state"), "get_task").structured_content

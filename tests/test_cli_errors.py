@@ -306,7 +306,7 @@ def test_version_and_the_mcp_config_help(ws: Path) -> None:
 
 def test_evolve_without_a_gpu_says_what_the_command_line_offers_instead(ws: Path) -> None:
     """The no-GPU refusal of `attnq evolve` names --scheduler and --evaluator compile_facts (trial of 2026-12-06);
-    the MCP tools, which have neither option, keep the plain message (harness.verify.require_gpu)."""
+    the MCP tools, which have neither option, keep the plain message (harness.gpu.require_gpu)."""
     import torch
 
     if torch.cuda.is_available():

@@ -119,9 +119,9 @@ def _check_fa_tests(path: str | Path) -> Path:
 
 def _require_gpu() -> None:
     """NoGpuError unless the CUDA driver shows a device (driver API: the parent never imports torch)."""
-    from harness.verify import _driver_device
+    from harness.gpu import driver_device
 
-    if _driver_device(0) is None:
+    if driver_device(0) is None:
         raise NoGpuError("peer-test runs FlashAttention's tests on an NVIDIA GPU; the CUDA driver shows none here")
 
 
