@@ -18,7 +18,9 @@ device memory, or synchronize the device. Three checks enforce it:
    No dynamic relocation may name a symbol the library defines (:func:`scan_interposable`: the dynamic linker
    would bind it to another library's function of that name; the build links with ``-Bsymbolic``).
 3. **Instructions** (:func:`scan_host_code`): raw ``syscall``/``sysenter``/``int $0x80`` in the
-   host code (inline asm) would bypass the symbol check and is refused.
+   host code (inline asm) would bypass the symbol check and is refused; harness/exec_scan.py
+   (:func:`scan_executable`) reads every byte of the executable segments: no system call bytes anywhere, displacements
+   included (red team, session 21), no writable code, no executable stack, no text relocations.
 4. **Names** (harness/source_scans.py, re-exported here: :func:`scan_driver_entry_points`,
    :func:`scan_asm_labels`, :func:`scan_asm_text`): the driver entry points only as a direct call naming a
    ``cuTensorMap*`` function, no asm label binding a declaration to a symbol the policy forbids or controls, and no
@@ -32,7 +34,6 @@ The lists below are the reviewable data; docs/compile.md explains each decision.
 
 from __future__ import annotations
 
-import bisect
 import fnmatch
 import functools
 import os
@@ -44,6 +45,12 @@ from pathlib import Path
 
 from harness import source_scans
 from harness.errors import ToolchainError
+from harness.exec_scan import (  # noqa: F401 - re-exported: their home was this module until session 21
+    RELAYOUT_FLAGS,
+    _disp_span,
+    layout_only,
+    scan_executable,
+)
 from harness.source_scans import (  # noqa: F401 - re-exported: their home was this module until session 18
     ENTRY_POINT_ALLOWED_RE,
     ENTRY_POINT_FAMILY,
@@ -214,7 +221,7 @@ def policy_fingerprint() -> str:
     h = hashlib.sha256(json.dumps(data, sort_keys=True).encode())
     here = Path(__file__).resolve().parent
     for name in ("policy.py", "source_text.py", "source_scans.py", "asm_text.py", "snapshot.py", "nvcc_passes.py",
-                 "compile.py"):
+                 "compile.py", "exec_scan.py"):
         h.update(hashlib.sha256((here / name).read_bytes()).digest())
     return h.hexdigest()
 
@@ -495,89 +502,6 @@ def scan_host_code(objdump_text: str) -> list[PolicyViolation]:
             for f in found]
 
 
-#: The bytes of the x86-64 system call instructions: ``syscall``, ``sysenter``, ``int $0x80``.
-_SYSCALL_BYTES_RE = re.compile(rb"\x0f\x05|\x0f\x34|\xcd\x80")
-#: ``objdump -d -w`` instruction lines: address, raw bytes, mnemonic and operands (a data dump of an object symbol in a
-#: code section has no mnemonic column and does not match).
-_INSN_RE = re.compile(r"^[ \t]*([0-9a-f]+):\t((?:[0-9a-f]{2} )+)[ \t]*\t(.+?)[ \t]*$", re.MULTILINE)
-_RIP_RE = re.compile(r"(-?0x[0-9a-f]+)\(%rip\)")
-_BRANCH_RE = re.compile(r"^(?:(?:bnd|notrack)\s+)*(?:j\w+|call\w?|loop\w*|xbegin)\s+([0-9a-f]+) <")
-_LOAD_RE = re.compile(r"^[ \t]*(LOAD|GNU_STACK)[ \t]+0x([0-9a-f]+)[ \t]+0x([0-9a-f]+)[ \t]+0x[0-9a-f]+[ \t]+0x([0-9a-f]+)"
-                      r"[ \t]+0x[0-9a-f]+[ \t]+([RWE ]{3})", re.MULTILINE)
-_HIDDEN_SYSCALL = ("the bytes of a system call instruction (`0f 05` syscall, `0f 34` sysenter, `cd 80` int $0x80) lie in "
-                   "the library's executable code where a disassembly shows no such instruction (inside another "
-                   "instruction's immediate, in data placed in a code section, across two instructions): entered "
-                   "there they make a raw system call that no import shows (red team, session 20). Only a jump's or a "
-                   "RIP-relative operand's displacement (chosen by the linker) may hold them; change the constant")
-_WRITABLE_CODE = ("a segment of the library is writable and executable (a function placed in a data section, "
-                  "`section(\".data...\")`): the library could write instructions at run time that no check read "
-                  "(red team, session 20)")
-_EXEC_STACK = ("the library asks for an executable stack (`.note.GNU-stack` marked \"x\", or missing): loading it makes "
-               "the process's stack executable, and the library could run instructions it writes there (red team, "
-               "session 20)")
-_TEXTREL = ("the library has text relocations: the dynamic linker writes into its code at load time, bytes no check "
-            "read (red team, session 20)")
-
-
-def _disp_span(start: int, raw: bytes, text: str) -> tuple[int, int] | None:
-    """``(first, end)`` addresses of the displacement of one instruction (``objdump -d -w``: its address ``start``, its
-    bytes ``raw``, its mnemonic and operands ``text``): a relative branch's (its target minus the next address) or a
-    RIP-relative operand's; None when it has neither. The linker chooses these bytes, not the candidate's constants."""
-    if m := _BRANCH_RE.match(text):
-        if "*" in text:
-            return None
-        le = ((int(m.group(1), 16) - start - len(raw)) & 0xFFFFFFFF).to_bytes(4, "little")
-        return (start + len(raw) - 4, start + len(raw)) if raw.endswith(le) else None
-    if m := _RIP_RE.search(text):
-        le = (int(m.group(1), 16) & 0xFFFFFFFF).to_bytes(4, "little")
-        at = raw.find(le, 1)
-        return (start + at, start + at + 4) if at >= 1 else None
-    return None
-
-
-def scan_executable(library: Path, dynamic: str = "") -> list[PolicyViolation]:
-    """The library's executable code, byte by byte (the objdump scan of :func:`scan_host_code` reads a linear
-    disassembly, which a candidate can desynchronize). Refused: a LOAD segment both writable and executable, an
-    executable stack (GNU_STACK with E, or none), text relocations (``dynamic``: its ``readelf -d`` text), and the bytes
-    of a system call instruction anywhere in an executable segment except inside a displacement the linker chose (a
-    relative jump's or call's, a RIP-relative operand's; :func:`_disp_span`). Red team, session 20: a constant
-    ``x ^ 0xc3050f`` compiles to an immediate whose bytes, entered one past the opcode, are ``syscall; ret`` (with a
-    variadic call setting %eax); an object in a ``.text.*`` section is printed by objdump as data; a function in a data
-    section makes its segment RWX; ``.note.GNU-stack,"x"`` makes the stack executable: each read /etc/hostname with no
-    import and no syscall in objdump's text."""
-    segments = run_tool(["readelf", "-lW", str(library)])
-    out: list[PolicyViolation] = []
-    spans: list[tuple[int, int, int]] = []
-    stack = None
-    for m in _LOAD_RE.finditer(segments):
-        kind, off, vaddr, size, flags = m.group(1), int(m.group(2), 16), int(m.group(3), 16), int(m.group(4), 16), \
-            m.group(5)
-        if kind == "GNU_STACK":
-            stack = flags
-        elif "E" in flags:
-            spans.append((off, vaddr, size))
-            if "W" in flags:
-                out.append(PolicyViolation(kind="instruction", name="writable code", reason=_WRITABLE_CODE))
-    if stack is None or "E" in stack:
-        out.append(PolicyViolation(kind="instruction", name="executable stack", reason=_EXEC_STACK))
-    if re.search(r"\(TEXTREL\)|\(FLAGS\).*\bTEXTREL\b", dynamic):
-        out.append(PolicyViolation(kind="instruction", name="text relocations", reason=_TEXTREL))
-    data = library.read_bytes()
-    hits = sorted({(vaddr + m.start() - off, m.group(0)) for off, vaddr, size in spans
-                   for m in _SYSCALL_BYTES_RE.finditer(data, off, min(off + size, len(data)))})
-    if not hits:
-        return out
-    insns = sorted((int(a, 16), bytes.fromhex(r), t) for a, r, t in
-                   _INSN_RE.findall(run_tool(["objdump", "-d", "-w", str(library)])))
-    starts = [i[0] for i in insns]
-    for hit, found in hits:
-        k = bisect.bisect_right(starts, hit) - 1
-        span = _disp_span(*insns[k]) if k >= 0 and hit + 2 <= insns[k][0] + len(insns[k][1]) else None
-        if span is None or not (span[0] <= hit and hit + 2 <= span[1]):
-            out.append(PolicyViolation(kind="instruction", name=f"bytes {found.hex(' ')} at {hit:#x}",
-                                       reason=_HIDDEN_SYSCALL))
-            break
-    return out
 
 
 #: A dynamic relocation as ``readelf -rW -D`` prints it: offset, info, type, the symbol's value, its name (versioned),

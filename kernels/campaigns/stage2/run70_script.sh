@@ -13,6 +13,9 @@ export OUT=${OUT:-$PWD/gpu-out}; mkdir -p $OUT/x
 export PYTHONUNBUFFERED=1
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/x/info.txt
+# harness/ and tests/ as committed (a helper's uncommitted policy work in this tree stays out of the run):
+# `git archive HEAD harness tests -o .prebuilt/tree.tar` on the CPU box
+[ -f .prebuilt/tree.tar ] && tar xf .prebuilt/tree.tar && echo "tree: harness/ tests/ from tree.tar"
 . scripts/gpu_env.sh
 LIBS=$PWD/.prebuilt; cp $LIBS/base20.so $LIBS/base20b.so
 # the compile cache filled during the checks, so that `full`'s wall below is the verification's, not nvcc's
