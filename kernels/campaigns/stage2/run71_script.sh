@@ -10,10 +10,11 @@ T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/x/info.txt
 . scripts/gpu_env.sh
 gcc --version | head -1 | tee -a $OUT/x/info.txt
-ATTNQ_LOG_LEVEL=info timeout 240 python3 -m attnq compile kernels/attn_fast.cu --json > $OUT/x/compile.json 2> $OUT/x/compile.err
+ATTNQ_LOG_LEVEL=info timeout ${CT:-240} python3 -m attnq compile kernels/attn_fast.cu --json > $OUT/x/compile.json 2> $OUT/x/compile.err
 echo "compile rc=$? t=$(el)"; cut -c1-300 $OUT/x/compile.err | tail -8
 python3 -c "import json; d=json.load(open('$OUT/x/compile.json')); print('flags', d['flags'][-8:], 'build_s', d['build_time_s'])" 2>&1 | tail -1
-ATTNQ_DIAG_PROFILE=$OUT/x/full.prof timeout 160 python3 -m attnq verify kernels/attn_fast.cu --suite full --no-record --json \
+left=$(( ${BUDGET:-480} - $(el) - 10 ))
+ATTNQ_DIAG_PROFILE=$OUT/x/full.prof timeout $left python3 -m attnq verify kernels/attn_fast.cu --suite full --no-record --json \
   > $OUT/x/full.json 2> $OUT/x/full.err
 echo "full(no anchors) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"; tail -3 $OUT/x/full.err | cut -c1-300
 left=$(( ${BUDGET:-480} - $(el) - 15 ))
