@@ -35,14 +35,13 @@ from harness import ABI_HEADER, KERNELS_DIR
 from harness.abi import ABI_VERSION
 from harness.build_dir import check_nvcc_path, sweep_stale_builds
 from harness.errors import AbiError, CompileError, InputError, PolicyError, ToolchainError
+from harness.exec_scan import RELAYOUT_FLAGS, layout_only
 from harness.logging import get_logger
 from harness.nvcc_passes import built_text_mismatch, host_pass_flags, owned_predicate
 from harness.policy import (
-    RELAYOUT_FLAGS,
     PolicyViolation,
     check_library,
     forbidden_header_reason,
-    layout_only,
     library_imports,
     parse_nm_defined,
     policy_fingerprint,

@@ -81,7 +81,6 @@ def _disp_span(start: int, raw: bytes, text: str) -> tuple[int, int] | None:
     return None
 
 
-
 def layout_only(violations: list[dict]) -> bool:
     """Whether a refusal (``PolicyError.details["violations"]``) is only system call bytes inside displacements, which
     another layout of the host code may clear (:data:`RELAYOUT_FLAGS`)."""

@@ -46,9 +46,7 @@ from pathlib import Path
 from harness import source_scans
 from harness.errors import ToolchainError
 from harness.exec_scan import (  # noqa: F401 - re-exported: their home was this module until session 21
-    RELAYOUT_FLAGS,
     _disp_span,
-    layout_only,
     scan_executable,
 )
 from harness.source_scans import (  # noqa: F401 - re-exported: their home was this module until session 18
@@ -500,8 +498,6 @@ def scan_host_code(objdump_text: str) -> list[PolicyViolation]:
     found = sorted({re.sub(r"\s+", " ", m.group(1)) for m in _SYSCALL_RE.finditer(objdump_text)})
     return [PolicyViolation(kind="instruction", name=f, reason="a raw system call bypasses the symbol policy")
             for f in found]
-
-
 
 
 #: A dynamic relocation as ``readelf -rW -D`` prints it: offset, info, type, the symbol's value, its name (versioned),

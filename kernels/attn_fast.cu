@@ -2885,7 +2885,6 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
             l_r[1] = l_r[1] * alpha[1] + (sum[1][0] + sum[1][1]);
         };
         auto no_hook = [](const float (&)[2]) {};
-        auto softmax_body = [&](int j, float (&alpha)[2], auto masked) { softmax_core(j, alpha, masked, no_hook); };
         // Masks tile j of s (where it reaches past the last key or the causal limit), updates the running
         // max / sum, leaves exp2 values in s; alpha per row.
         auto softmax_h = [&](int j, float (&alpha)[2], auto&& hook) {
@@ -3018,7 +3017,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
         while (true) {
             if (j < w.n_tiles) {
 #if ATTN_WS_PEEL
-                // key tiles (of the unit) below j_mask need no mask for this consumer's rows: softmax_body masks
+                // key tiles (of the unit) below j_mask need no mask for this consumer's rows: softmax_core masks
                 // tile jj (global) where jj * BN + BN > mask_from
                 int j_mask = min(w.n_tiles, mask_from / BN);
                 if constexpr (KS) j_mask = min(w.n_tiles, mask_from / BN - w.j0);
