@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run 70 (session 21; run 69's script with the session's candidate added): (1) kernel: ATTN_WS_RFOLD 1 / 2 (the O
+# Run 70 (session 21; session 20's planned first call, never run as run 69, with this session's candidate added): (1) kernel: ATTN_WS_RFOLD 1 / 2 (the O
 # rescale right after the row max) and ATTN_WS_PPFIRST (consumer 1 takes the first ping-pong turn), checked, benched
 # against v20 (base20, twice) with FA3 on d128 and d256; PPFIRST traced against v20's trace build (trpub); (2) the adversarial control and work_after_return_thread (run 66: FAILED, report cut), then
 # the five tests no run has reached; (3) `full`'s wall after the reference's fused softmax (run 67: 61.5 s) and an A/A.

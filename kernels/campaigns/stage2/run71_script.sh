@@ -3,12 +3,7 @@
 # run 66, 55 s on the CPU box with red team 21's policy): the compile alone with its log (relayout attempts), then
 # `full`'s wall without anchors (the fused reference), then the corpus tests no run has reached.
 # Carry .whl (pyseccomp), the script (cp to scripts/.run1.sh; BUDGET=<call limit - 20>).
-set -u
-export OUT=${OUT:-$PWD/gpu-out}; mkdir -p $OUT/x
-export PYTHONUNBUFFERED=1
-T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader | tee $OUT/x/info.txt
-. scripts/gpu_env.sh
+. scripts/run_preamble.sh
 gcc --version | head -1 | tee -a $OUT/x/info.txt
 ATTNQ_LOG_LEVEL=info timeout ${CT:-240} python3 -m attnq compile kernels/attn_fast.cu --json > $OUT/x/compile.json 2> $OUT/x/compile.err
 echo "compile rc=$? t=$(el)"; cut -c1-300 $OUT/x/compile.err | tail -8
