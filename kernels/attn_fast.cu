@@ -2103,6 +2103,7 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_TMA_O_VBUF
 #define ATTN_WS_TMA_O_VBUF 0  // session 10 candidate: O staged over the V ring instead of Q's buffer (FA3's choice), so the
 #endif                        // next tile's Q loads early; the producer holds the next tile's first V until the store read it
+                              // (1: every head_dim where the staging does not fit; 2: d128 only, e.g. BN 176)
 #ifndef ATTN_WS_S0FIRST
 #define ATTN_WS_S0FIRST 0  // session 18 candidate: at an unmerged boundary the next tile's S_0 is issued before the O store
 #endif                     // (the store then runs while S_0 is on the tensor core; run 65's trace: the store ~1500 cycles)
@@ -2312,7 +2313,8 @@ constexpr bool ws_tma_o() {
 // Q's buffer stays Q's: the next tile's Q loads as soon as the last S GEMM is done (QB waits for the store).
 template <int D, int BN, int ST, int NWG>
 constexpr bool ws_tma_o_vbuf() {
-    return ATTN_WS_TMA_O != 0 && ATTN_WS_TMA_O_VBUF != 0 && !ws_tma_o<D, BN, ST, NWG>() && !ws_merge<D>() &&
+    return ATTN_WS_TMA_O != 0 && (ATTN_WS_TMA_O_VBUF == 1 || (ATTN_WS_TMA_O_VBUF == 2 && D == 128)) &&
+           !ws_tma_o<D, BN, ST, NWG>() && !ws_merge<D>() &&
            64 * NWG <= ST * BN;
 }
 template <int D, int BN, int ST, int NWG>
@@ -3203,7 +3205,8 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     alignas(64) CUtensorMap mo = mq;
     if constexpr (ws_tma_o<D, BN, ST, NWG>() || ws_tma_o_qbuf<D, BN, ST, NWG>() || ws_tma_o_vbuf<D, BN, ST, NWG>()) {
         if (make_map(&mo, kp.o, bf16, DR, kp.sq, kp.hq, kp.batch, kp.o_rs, kp.o_hs, kp.o_bs, 64)) {
-            constexpr bool vb = ws_tma_o_vbuf<D, BN, ST, NWG>();
+            // the V ring cannot stage O where V is read as 64-column atoms (ATTN_WS_D96N 3, DR < D): O in Q's buffer there
+            constexpr bool vb = ws_tma_o_vbuf<D, BN, ST, NWG>() && !(ATTN_WS_D96N == 3 && DR < D);
             constexpr bool qb = !ws_tma_o<D, BN, ST, NWG>() && !vb;
             constexpr int smem_o = ws_smem_bytes<D, BN, ST, NWG, !qb && !vb>();
             static_assert(smem_o <= 227 * 1024, "shared memory");
