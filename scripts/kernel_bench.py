@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -212,6 +213,8 @@ def check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         ap.error(f"--dims {args.dims!r}: a comma list of 64, 96, 128, 192, 256")
     if args.check_only and args.no_check:
         ap.error("--check-only and --no-check exclude each other")
+    if args.rounds < 1 or not args.rep_ms > 0:
+        ap.error(f"--rounds {args.rounds} / --rep-ms {args.rep_ms}: at least one round of a positive window")
     if args.suite is not None:
         if args.one:
             ap.error("--one calls one FA3-grid scenario: not with --suite")
@@ -248,6 +251,9 @@ def main() -> None:
     ap.add_argument("--prebuilt", type=Path, help="load NAME.so from this folder instead of building")
     ap.add_argument("--one", help="only call each variant (and FA3) --calls times on one grid scenario, e.g. d128_n_s8192 (for ncu)")
     ap.add_argument("--calls", type=int, default=3, help="calls per variant with --one")
+    ap.add_argument("--rounds", type=int, default=1, help="time each row this many times per variant, round-robin in "
+                    "a rotated order, and keep the median (drift falls on every variant alike)")
+    ap.add_argument("--rep-ms", type=float, default=100.0, help="do_bench's timing window per measurement (ms)")
     args = ap.parse_args()
     check_args(ap, args)
     from triton.testing import do_bench
@@ -314,22 +320,36 @@ def main() -> None:
         # FA3 called as attnq's fa3 anchor calls it (harness.anchors.fa3_runner: num_splits=0, FA3's own split-KV
         # heuristic; flash_attn_func's default of 1 split leaves most SMs idle on decode: run 30 timed FA3 at
         # 337-363 us on b1 sk32768 decode that way, against 49 us as the anchor)
-        fa3_call = fa3_runner(torch, causal, q, k, v, d ** -0.5) if fa3 is not None else None
-        if fa3_call is not None:
-            ms = do_bench(fa3_call, return_mode="median")
-            results["fa3"][key] = fl / ms / 1e9
-            line.append(f"fa3 {results['fa3'][key]:6.1f}")
+        calls = {}
+        if fa3 is not None and (fa3_call := fa3_runner(torch, causal, q, k, v, d ** -0.5)) is not None:
+            calls["fa3"] = fa3_call
         for name, r in runners.items():
-            call, *_ = r.prepare(q, k, v, causal, d ** -0.5)
-            try:
-                ms = do_bench(call, return_mode="median")
-                results[name][key] = fl / ms / 1e9
+            calls[name] = r.prepare(q, k, v, causal, d ** -0.5)[0]
+        # --rounds: every caller timed once per round, the order rotated each round, the median of the rounds'
+        # medians kept (a clock or power drift during the row then falls on every variant alike)
+        times: dict[str, list[float]] = {name: [] for name in calls}
+        errors: dict[str, str] = {}
+        names = list(calls)
+        for rnd in range(args.rounds):
+            for name in names[rnd % len(names):] + names[:rnd % len(names)]:
+                if name in errors:
+                    continue
+                try:
+                    times[name].append(do_bench(calls[name], rep=args.rep_ms, return_mode="median"))
+                except RuntimeError as exc:
+                    errors[name] = str(exc)
+        for name in names:
+            if name in errors:
+                line.append(f"{name} ERR {errors[name]}")
+                continue
+            results[name][key] = fl / statistics.median(times[name]) / 1e9
+            if name == "fa3":
+                line.append(f"fa3 {results['fa3'][key]:6.1f}")
+            else:
                 ratio = results[name][key] / results["fa3"][key] if key in results["fa3"] else float("nan")
                 line.append(f"{name} {results[name][key]:6.1f} ({ratio:.2f})")
-            except RuntimeError as exc:
-                line.append(f"{name} ERR {exc}")
         print("  ".join(line), flush=True)
-        del q, k, v
+        del q, k, v, calls
     print("== geomean TFLOP/s (ratio vs fa3) per class and overall")
     for name in ["fa3", *runners]:
         vals = {k2: v2 for k2, v2 in results[name].items() if k2 != "check_failures"}

@@ -30,6 +30,8 @@ def _bench():  # type: ignore[no-untyped-def]
     (["--suite", "production", "--dims", "128"], "--dims filters the FA3 grid: not with --suite"),
     (["--check-only", "--no-check"], "--check-only and --no-check exclude each other"),
     (["--one", "d128_n_s8192", "--calls", "0"], "--calls must be at least 1"),
+    (["--rounds", "0"], "--rounds 0 / --rep-ms 100.0: at least one round"),
+    (["--rep-ms", "-5"], "--rounds 1 / --rep-ms -5.0: at least one round"),
 ])
 def test_bad_arguments_are_one_usage_error_before_any_build(args: list[str], says: str, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch,

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run 72 (session 22, first call; run 71's plan with session 22's kernel candidate first): (1) kernel: vb176 (d128
 # non-causal at BN 176, FA3's tile, with O staged over the V ring: -DATTN_WS_TMA_O_VBUF=2 -DATTN_WS_BN128N_TMAO=176)
-# checked, benched on d128 against v20 (base20, twice) with FA3; (2) run 71's question: `attnq compile
+# checked, benched on d128 against v20 (base20, twice) with FA3 (3 rotated rounds per row: kernel_bench --rounds); (2) run 71's question: `attnq compile
 # kernels/attn_fast.cu` alone on the box, with its log (relayout lines, the flags used), in the background during (1);
 # (3) `full` without anchors (issue 13's wall), then the corpus tests no run has reached.
 # Build first on the CPU box: python3 scripts/kernel_bench.py kernels/attn_fast.cu \
@@ -18,7 +18,7 @@ timeout 150 python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant vb176
 echo "check vb176 rc=$? $(grep -h 'check:' $OUT/x/check_vb176.log | head -1) t=$(el)"
 ok=(--variant base20= --variant base20b=)
 grep -q "check: OK" $OUT/x/check_vb176.log && ok+=(--variant vb176=)
-timeout 200 python3 scripts/kernel_bench.py kernels/attn_fast.cu "${ok[@]}" --prebuilt $LIBS --no-check --dims 128 \
+timeout 200 python3 scripts/kernel_bench.py kernels/attn_fast.cu "${ok[@]}" --prebuilt $LIBS --no-check --dims 128 --rounds 3 \
   --json $OUT/x/bench.json > $OUT/x/bench.log 2>&1
 echo "bench rc=$? t=$(el)"; tail -6 $OUT/x/bench.log
 wait $CPID; cat $OUT/x/compile.rc; grep -c relayout $OUT/x/compile.err; cut -c1-300 $OUT/x/compile.err | tail -4
