@@ -27,13 +27,13 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from harness import ABI_HEADER, KERNELS_DIR
 from harness.abi import ABI_VERSION
 from harness.build_dir import check_nvcc_path, sweep_stale_builds
+from harness.diagnostics import Diagnostic, parse_diagnostics
 from harness.errors import AbiError, CompileError, InputError, PolicyError, ToolchainError
 from harness.exec_scan import RELAYOUT_FLAGS, layout_only
 from harness.logging import get_logger
@@ -54,6 +54,7 @@ from harness.policy import (
     scan_source_includes,
 )
 from harness.procs import communicate_or_kill
+from harness.relink import relink
 from harness.sass import SassMix, demangle, parse_ptxas, sass_mixes
 from harness.snapshot import MAX_SOURCE_BYTES, SnapshotTree, SourceSnapshot, private_copy, take_snapshot
 
@@ -73,20 +74,12 @@ log = get_logger(__name__)
 
 #: Wall-clock limit for one nvcc run (seconds).
 NVCC_TIMEOUT_S = 300.0
+#: Full nvcc builds one policy build may run while it looks for a host-code layout (the others are relinks).
+MAX_FULL_BUILDS = 3
 #: Bumped when the cache entry layout or the facts change meaning.
 CACHE_FORMAT = 1
 LIBRARY_NAME = "kernel.so"
 FACTS_NAME = "facts.json"
-
-
-class Diagnostic(BaseModel):
-    """One compiler message. ``line``/``column`` 1-based (None when the tool gives none)."""
-
-    file: str
-    line: int | None = None
-    column: int | None = None
-    severity: Literal["error", "warning"]
-    message: str
 
 
 class KernelFacts(BaseModel):
@@ -215,60 +208,6 @@ def nvcc_flags(arch: str = "sm_90a") -> list[str]:
         "-lineinfo", f"-gencode=arch=compute_{num},code=sm_{num}", "--expt-relaxed-constexpr", "-DCCCL_DISABLE_NVTX",
         "-I", str(KERNELS_DIR), f"-DATTN_HARNESS_ABI_VERSION={ABI_VERSION}", "-Xptxas", "-v",
     ]
-
-
-# --------------------------------------------------------------------------------------------------
-# Diagnostics
-# --------------------------------------------------------------------------------------------------
-
-_CUDAFE_RE = re.compile(r"^(?P<file>\S[^(]*?)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning)"
-                        r"(?: #[\w-]+)?: (?P<msg>.*)$")
-_GCC_RE = re.compile(r"^(?P<file>[^:\s][^:]*?):(?P<line>\d+):(?:(?P<col>\d+):)? "
-                     r"(?P<sev>fatal error|error|warning): (?P<msg>.*)$")
-_TOOL_RE = re.compile(r"^(?P<file>ptxas|nvlink|nvcc|fatbinary|collect2)(?::)?\s*(?P<sev>fatal|error|warning)\s*: ?"
-                      r"(?P<msg>.*)$")
-
-
-def parse_diagnostics(text: str) -> list[Diagnostic]:
-    """Errors (in order) then warnings from nvcc/cudafe ``file(line): error: msg``, gcc
-    ``file:line:col: error: msg`` and ``ptxas error : msg`` lines; duplicates dropped."""
-    errors: list[Diagnostic] = []
-    warnings: list[Diagnostic] = []
-    seen: set[tuple] = set()
-    lines = text.splitlines()
-    for i, raw in enumerate(lines):
-        line = raw.rstrip()
-        d = None
-        if m := _CUDAFE_RE.match(line):
-            d = Diagnostic(file=m["file"], line=int(m["line"]), severity="warning" if m["sev"] == "warning" else "error",
-                           message=m["msg"].strip(), column=_caret_column(lines[i + 1:i + 3]))
-        elif m := _GCC_RE.match(line):
-            d = Diagnostic(file=m["file"], line=int(m["line"]), column=int(m["col"]) if m["col"] else None,
-                           severity="warning" if m["sev"] == "warning" else "error", message=m["msg"].strip())
-        elif m := _TOOL_RE.match(line):
-            d = Diagnostic(file=m["file"], severity="warning" if m["sev"] == "warning" else "error",
-                           message=m["msg"].strip())
-        if d is None:
-            continue
-        key = (d.file, d.line, d.column, d.severity, d.message)
-        if key not in seen:
-            seen.add(key)
-            (errors if d.severity == "error" else warnings).append(d)
-    return errors + warnings
-
-
-_CARET_RE = re.compile(r"^ *\^\s*$")
-
-
-def _caret_column(following: list[str]) -> int | None:
-    """The 1-based column of a cudafe diagnostic from the two lines after it, or None.
-
-    cudafe prints the offending source line indented by two spaces (a tab shown as one space) and,
-    under it, a caret at the column: ``  int y = undefined_thing;`` / ``          ^``.
-    """
-    if len(following) == 2 and following[0].startswith("  ") and _CARET_RE.match(following[1]):
-        return max(1, following[1].index("^") - 1)
-    return None
 
 
 _ABI_ERROR_MARK = "ABI version does not match"
@@ -485,9 +424,20 @@ def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: 
         lib = tmp / LIBRARY_NAME
         # a policy build whose only refusal is system call bytes inside displacements is rebuilt with its host code
         # moved (harness/exec_scan.py RELAYOUT_FLAGS: an honest layout's chance bytes move, a candidate's stay)
+        # (harness/relink.py: the host compile and link replayed with the new flags, the device code kept; a full
+        # build only where that cannot run, at most MAX_FULL_BUILDS in all)
+        full_builds, last_refusal = 0, None
         for attempt, extra in enumerate(RELAYOUT_FLAGS if policy else ((),)):
             flags_used = [*flags, *extra]
-            output, diags = _nvcc_once(tree, nvcc, flags_used, policy, scanned, lib, timeout_s, attempt)
+            why = relink(_nvcc_argv(tree, nvcc, flags_used, policy, lib), tree.source.parent, timeout_s) \
+                if attempt else "first build"
+            if why is not None:
+                if full_builds == MAX_FULL_BUILDS and last_refusal is not None:
+                    raise last_refusal
+                full_builds += 1
+                output, diags = _nvcc_once(tree, nvcc, flags_used, policy, scanned, lib, timeout_s, attempt)
+                if attempt:
+                    log.warning("relink failed", source=str(source), key=key[:16], reason=why[:300])
             _check_exports(lib, source)
             if not policy:
                 imports = library_imports(lib)[0]
@@ -498,6 +448,7 @@ def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: 
             except PolicyError as exc:
                 if attempt + 1 == len(RELAYOUT_FLAGS) or not layout_only(exc.details.get("violations", [])):
                     raise
+                last_refusal = exc
                 log.info("relayout", source=str(source), key=key[:16], attempt=attempt + 1)
         mixes = sass_mixes(lib, nvcc)
         entries = parse_ptxas(output)
@@ -543,11 +494,9 @@ def _nvcc_once(tree: SnapshotTree, nvcc: str, flags: list[str], policy: bool, sc
                timeout_s: float, attempt: int) -> tuple[str, list[Diagnostic]]:
     """One nvcc build of the copy ``tree`` into ``lib``: ``(its output, its diagnostics)``. With the policy on it keeps
     its preprocessed text (one keep folder per attempt), which must equal the ``scanned`` text."""
-    keep = tree.root / f".keep{attempt or ''}"  # the build's own preprocessed text, compared with the scanned text
+    keep = _keep_dir(tree, attempt)  # the build's own preprocessed text, compared with the scanned text
     keep.mkdir()
-    kept = ["--keep", "--keep-dir", str(keep)] if policy else []
-    proc = _run_nvcc([nvcc, *tree.flags(flags), *kept, str(tree.source), "-o", str(lib)], timeout_s,
-                     tree.source.parent)
+    proc = _run_nvcc(_nvcc_argv(tree, nvcc, flags, policy, lib, attempt), timeout_s, tree.source.parent)
     if policy and (differs := built_text_mismatch(keep, tree.source.stem, scanned,  # before any log is shown
                                                    proc.returncode == 0 and lib.is_file())):
         raise_violations(tree.user_violations([differs]))
@@ -556,6 +505,17 @@ def _nvcc_once(tree: SnapshotTree, nvcc: str, flags: list[str], policy: bool, sc
     if proc.returncode != 0 or not lib.is_file():
         _raise_for_failure(diags, output, policy, "nvcc", tree)
     return output, diags
+
+
+def _keep_dir(tree: SnapshotTree, attempt: int) -> Path:
+    """nvcc's ``--keep-dir`` for build ``attempt`` of ``tree`` (a relink replays in the first build's)."""
+    return tree.root / f".keep{attempt or ''}"
+
+
+def _nvcc_argv(tree: SnapshotTree, nvcc: str, flags: list[str], policy: bool, lib: Path, attempt: int = 0) -> list[str]:
+    """The nvcc command line that builds ``tree`` into ``lib`` (policy builds keep their intermediates)."""
+    kept = ["--keep", "--keep-dir", str(_keep_dir(tree, attempt))] if policy else []
+    return [nvcc, *tree.flags(flags), *kept, str(tree.source), "-o", str(lib)]
 
 
 def _check_exports(lib: Path, source: Path) -> None:

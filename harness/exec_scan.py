@@ -6,7 +6,7 @@ every executable LOAD segment is read: ``0f 05`` (syscall), ``0f 34`` (sysenter)
 nowhere, not even inside a jump's or a RIP-relative operand's displacement (red team, session 21: ``lea
 0xc3050f(%rip)`` in inline asm, or ``&big[N]`` with N chosen after a first build, puts ``syscall; ret`` in a
 displacement; entered one byte in, it read /etc/hostname). An honest build holds such bytes in a displacement only by
-chance of layout; ``harness.compile`` then rebuilds with the code moved (:data:`RELAYOUT_FLAGS`), and refuses only
+chance of layout; ``harness.compile`` then relinks with the code moved (:data:`RELAYOUT_FLAGS`), and refuses only
 when every layout still holds them (the bytes are the candidate's, not the layout's).
 """
 
@@ -22,14 +22,22 @@ __all__ = ["RELAYOUT_FLAGS", "layout_only", "scan_executable"]
 
 #: The host-code layouts a policy build tries, in order, while the only refusal is system call bytes inside a
 #: displacement (:func:`layout_only`): the first is nvcc_flags() alone; the others move every function, jump target and
-#: loop head (host code only: the device code and the preprocessed text are the same), the last also aligns the
-#: segments to 64 KiB, which moves the data and the GOT relative to the code (the PLT's and the RIP-relative
+#: loop head (host code only: the device code and the preprocessed text are the same), some also align the segments
+#: to 16 or 64 KiB, which moves the data and the GOT relative to the code (the PLT's and the RIP-relative
 #: displacements: tests/adversarial/race_head_replay.cu's fatbin puts its GOT 0x50fxx past its PLT, `ff 25 xx 0f 05 00`
-#: in every PLT entry, whatever the host code's alignment).
+#: in every PLT entry, whatever the host code's alignment). An honest build of the fast kernel holds ~4,000 relative
+#: branches and RIP-relative operands, so a layout has some chance of `0f 05`, `0f 34` or `cd 80` in one of them; each
+#: layout after the first is a relink (harness/relink.py, ~1 s), so six layouts cost little where one is needed. More
+#: layouts cannot help a candidate: a library is accepted only where no executable byte holds those bytes.
 RELAYOUT_FLAGS: tuple[tuple[str, ...], ...] = (
     (),
     ("-Xcompiler", "-falign-functions=64", "-Xcompiler", "-falign-jumps=32", "-Xcompiler", "-falign-loops=32"),
     ("-Xcompiler", "-falign-functions=32", "-Xcompiler", "-falign-jumps=8", "-Xcompiler", "-falign-loops=8",
+     "-Xlinker", "-z", "-Xlinker", "max-page-size=0x10000"),
+    ("-Xcompiler", "-falign-functions=16", "-Xcompiler", "-falign-jumps=16", "-Xcompiler", "-falign-loops=16",
+     "-Xlinker", "-z", "-Xlinker", "max-page-size=0x4000"),
+    ("-Xcompiler", "-falign-functions=128", "-Xcompiler", "-falign-jumps=64", "-Xcompiler", "-falign-loops=64"),
+    ("-Xcompiler", "-falign-functions=64", "-Xcompiler", "-falign-jumps=32", "-Xcompiler", "-falign-loops=32",
      "-Xlinker", "-z", "-Xlinker", "max-page-size=0x10000"),
 )
 _IN_DISPLACEMENT = " (inside a displacement)"
