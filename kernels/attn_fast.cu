@@ -2104,6 +2104,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_TMA_O_VBUF 0  // session 10 candidate: O staged over the V ring instead of Q's buffer (FA3's choice), so the
 #endif                        // next tile's Q loads early; the producer holds the next tile's first V until the store read it
                               // (1: every head_dim where the staging does not fit; 2: d128 only, e.g. BN 176)
+#ifndef ATTN_WS_BN176_FROM
+#define ATTN_WS_BN176_FROM 0  // session 22 candidate: d128 non-causal at BN 176 (O over the V ring) where seqlen_k >= this,
+#endif                        // BN 128 below (run 72: 176 +4-5 % at s8k-s16k, -4-8 % at s512-s2k; 0: off)
 #ifndef ATTN_WS_S0FIRST
 #define ATTN_WS_S0FIRST 0  // session 18 candidate: at an unmerged boundary the next tile's S_0 is issued before the O store
 #endif                     // (the store then runs while S_0 is on the tensor core; run 65's trace: the store ~1500 cycles)
@@ -2313,7 +2316,7 @@ constexpr bool ws_tma_o() {
 // Q's buffer stays Q's: the next tile's Q loads as soon as the last S GEMM is done (QB waits for the store).
 template <int D, int BN, int ST, int NWG>
 constexpr bool ws_tma_o_vbuf() {
-    return ATTN_WS_TMA_O != 0 && (ATTN_WS_TMA_O_VBUF == 1 || (ATTN_WS_TMA_O_VBUF == 2 && D == 128)) &&
+    return ATTN_WS_TMA_O != 0 && (ATTN_WS_TMA_O_VBUF == 1 || ((ATTN_WS_TMA_O_VBUF == 2 || ATTN_WS_BN176_FROM > 0) && D == 128)) &&
            !ws_tma_o<D, BN, ST, NWG>() && !ws_merge<D>() &&
            64 * NWG <= ST * BN;
 }
@@ -3228,12 +3231,16 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
 }
 
 // The d128 kernel's configuration (causal: ATTN_WS_BN128; not causal: ATTN_WS_BN128N_TMAO with ATTN_WS_TMA_O, else
-// ATTN_WS_BN128N), on DR real columns (96: ATTN_WS_D96, the padding zero-filled by TMA).
+// ATTN_WS_BN128N; ATTN_WS_BN176_FROM: 176 from that seqlen_k on), on DR real columns (96: ATTN_WS_D96, the padding
+// zero-filled by TMA).
 template <typename T, int DR>
 int launch_ws_d128(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     if constexpr (ATTN_WS_NWG128 == 3 && DR == 128)
         return launch_ws<128, ATTN_WS_BN128W3, ATTN_WS_ST128W3, true, 3, T, DR>(kp, bf16, num_sms, stream);
     if (kp.causal) return launch_ws<128, ATTN_WS_BN128, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, DR>(kp, bf16, num_sms, stream);
+    if constexpr (ATTN_WS_BN176_FROM > 0 && ATTN_WS_TMA_O != 0 && DR == 128)  // long key ranges: FA3's 128 x 176 tile
+        if (kp.sk >= ATTN_WS_BN176_FROM)
+            return launch_ws<128, 176, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, DR>(kp, bf16, num_sms, stream);
     return launch_ws<128, ATTN_WS_TMA_O ? ATTN_WS_BN128N_TMAO : ATTN_WS_BN128N, ATTN_WS_ST128, ATTN_WS_PP128 != 0, 2, T, DR>(
         kp, bf16, num_sms, stream);
 }

@@ -83,6 +83,8 @@ CHECKS = [
     (1, 1500, 2500, 32, 32, 96, True, torch.float16), (1, 2500, 1500, 32, 8, 96, True, torch.bfloat16),
     (2, 4096, 4096, 16, 16, 96, False, torch.bfloat16), (2, 128, 4096, 32, 8, 96, True, torch.bfloat16),
     (2, 300, 300, 4, 4, 96, False, torch.bfloat16),
+    # ATTN_WS_BN176_FROM (d128 non-causal at BN 176 from seqlen_k 4096 on): fp16, GQA, partial row and key tiles
+    (1, 4100, 4500, 16, 8, 128, False, torch.float16),
 ]
 TOL = {torch.bfloat16: (1.5e-2, 1e-2), torch.float16: (2e-3, 2e-3)}
 

@@ -95,9 +95,15 @@ def _assert_not_faster(entry: dict[str, Any], verdict: Verdict, timing_scenario:
     assert mine is not None, f"{timing_scenario} was not timed"
     assert honest is not None, f"the control was not timed on {timing_scenario}: no yardstick"
     ratio = mine.median_ms / honest.median_ms
+
+    def said(v: Verdict) -> str:  # what each verdict said of the row: a false conviction of the control inflates it
+        r = _by_id(v)[timing_scenario]
+        t = r.candidate
+        return (f"{t.median_ms:.3f} ms over {t.samples} samples (IQR {t.iqr_ms:.3f}, resampled {t.resampled}), "
+                f"message {r.message!r}, flags {[f.kind for f in v.flags]}") if t else "not timed"
     assert ratio >= CONTROL["min_time_ratio"], (
         f"{entry['class']}: {mine.median_ms:.3f} ms vs the honest body's {honest.median_ms:.3f} ms: the cheat "
-        f"bought a {1 / ratio:.2f}x speedup")
+        f"bought a {1 / ratio:.2f}x speedup. Cheat: {said(verdict)}. Control: {said(_control['first'])}")
     return ratio
 
 
