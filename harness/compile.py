@@ -422,10 +422,10 @@ def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: 
     tmp.mkdir()
     try:
         lib = tmp / LIBRARY_NAME
-        # a policy build whose only refusal is system call bytes inside displacements is rebuilt with its host code
-        # moved (harness/exec_scan.py RELAYOUT_FLAGS: an honest layout's chance bytes move, a candidate's stay)
-        # (harness/relink.py: the host compile and link replayed with the new flags, the device code kept; a full
-        # build only where that cannot run, at most MAX_FULL_BUILDS in all)
+        # a policy build whose only refusal is system call bytes inside displacements is built again with its host
+        # code moved (harness/exec_scan.py RELAYOUT_FLAGS: an honest layout's chance bytes move, a candidate's stay):
+        # a relink (harness/relink.py: host compile and link replayed, the device code kept), or a full build where
+        # the relink cannot run (at most MAX_FULL_BUILDS in all)
         full_builds, last_refusal = 0, None
         for attempt, extra in enumerate(RELAYOUT_FLAGS if policy else ((),)):
             flags_used = [*flags, *extra]

@@ -308,6 +308,8 @@ def test_status_says_when_a_running_run_has_no_driver_left(tmp_path_factory: pyt
     try:
         deadline = time.monotonic() + 120
         while "o1 (campaign default): running" not in (out := status()) and time.monotonic() < deadline:
+            if driver.poll() is not None:  # the driver ended before it recorded the run: say why
+                pytest.fail(f"the driver exited {driver.returncode} before recording o1: {driver.communicate()[1][-2000:]}")
             time.sleep(0.5)
         assert "running" in out and "no attnq evolve process drives it" not in out, out
     finally:
