@@ -53,7 +53,7 @@ from harness.policy import (
     scan_preprocessed,
     scan_source_includes,
 )
-from harness.procs import communicate_or_kill
+from harness.procs import run_captured
 from harness.relink import relink
 from harness.sass import SassMix, demangle, parse_ptxas, sass_mixes
 from harness.snapshot import MAX_SOURCE_BYTES, SnapshotTree, SourceSnapshot, private_copy, take_snapshot
@@ -296,22 +296,16 @@ def _from_cache(entry: Path, source: Path, started: float) -> CompileResult | No
 
 
 def _run_nvcc(argv: list[str], timeout_s: float, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run nvcc in its own process group; on timeout kill the group (cicc/ptxas too) -> CompileError."""
+    """Run nvcc in its own process group (harness.procs.run_captured); on timeout kill the group (cicc/ptxas too) ->
+    CompileError."""
     try:
-        # nvcc echoes the candidate's bytes (preprocessed output, diagnostics quoting a source line), which
-        # need not be UTF-8 (a Latin-1 string literal is valid C++): undecodable bytes become U+FFFD
-        # stdin closed: `#include "/dev/stdin"` must not read attnq's own input (the MCP stdio server's protocol)
-        # SOURCE_DATE_EPOCH: __DATE__ and __TIME__ alike in the policy's -E passes and the build (built_text_mismatch)
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, encoding="utf-8", errors="replace", cwd=cwd, start_new_session=True,
-                                env={**os.environ, "SOURCE_DATE_EPOCH": "0"})
+        proc, timed_out = run_captured(argv, cwd, timeout_s)
     except OSError as exc:
         raise ToolchainError(f"cannot run nvcc ({argv[0]}): {exc}") from None
-    out, err, timed_out = communicate_or_kill(proc, timeout_s)
     if timed_out:
         raise CompileError(f"nvcc timed out after {timeout_s:g} s; simplify the file (heavy template "
                            "instantiation or unrolling?)", details={"diagnostics": [], "timeout_s": timeout_s}) from None
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    return proc
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Child processes with a time limit: one rule for nvcc (harness/compile.py), compute-sanitizer
-(harness/sanitize.py) and an evolve mutator command (evolve/mutators.py).
+"""Child processes with a time limit: one rule for nvcc (harness/compile.py), the relink's replayed build steps
+(harness/relink.py), compute-sanitizer (harness/sanitize.py) and an evolve mutator command (evolve/mutators.py).
 
 Each such child runs in a session of its own (no terminal signal reaches it), so this process kills its group
 whenever it stops waiting for it: on time-out, on an exception, and at this process's exit while a thread still
@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import threading
+from pathlib import Path
 
 _LIVE: set[subprocess.Popen] = set()  # children some thread is waiting for now
 _LIVE_LOCK = threading.Lock()
@@ -65,3 +66,25 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:  # pragma: no cover - already gone
         pass
+
+
+def build_env() -> dict[str, str]:
+    """The environment of a build tool: this process's, with ``SOURCE_DATE_EPOCH=0`` (``__DATE__`` and ``__TIME__``
+    alike in the policy's -E passes and the build, harness.nvcc_passes.built_text_mismatch)."""
+    return {**os.environ, "SOURCE_DATE_EPOCH": "0"}
+
+
+def run_captured(argv: list[str], cwd: Path | str, timeout_s: float,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], bool]:
+    """Run a build tool (nvcc, or a step of nvcc's plan) in a session of its own with stdin closed and its output
+    captured as text, in ``env`` (default :func:`build_env`): ``(the completed process, timed_out)``; on timeout its
+    group is killed (:func:`communicate_or_kill`) and what it wrote is kept. Raises OSError when it cannot start.
+
+    stdin is closed so that a candidate's ``#include "/dev/stdin"`` cannot read this process's input (the MCP stdio
+    server's protocol); undecodable output bytes become U+FFFD (nvcc echoes the candidate's bytes, which need not be
+    UTF-8: a Latin-1 string literal is valid C++)."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            encoding="utf-8", errors="replace", cwd=cwd, start_new_session=True,
+                            env=build_env() if env is None else env)
+    out, err, timed_out = communicate_or_kill(proc, timeout_s)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err), timed_out

@@ -20,13 +20,12 @@ caller builds in full.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
 from pathlib import Path
 
-from harness.procs import communicate_or_kill
+from harness.procs import build_env, run_captured
 
 __all__ = ["relink", "replay_plan"]
 
@@ -74,7 +73,7 @@ def relink(nvcc_argv: list[str], cwd: Path, timeout_s: float) -> str | None:
     well under a second)."""
     if bad := [a for a in [*nvcc_argv, str(cwd)] if not _PLAIN_RE.fullmatch(a)]:
         return f"an argument is not a plain path or flag: {bad[0][:120]!r}"
-    env = {**os.environ, "SOURCE_DATE_EPOCH": "0"}
+    env = build_env()
     plan = _run([*nvcc_argv, "-dryrun"], cwd, env, timeout_s)
     if isinstance(plan, str):
         return f"nvcc -dryrun: {plan}"
@@ -93,13 +92,9 @@ def relink(nvcc_argv: list[str], cwd: Path, timeout_s: float) -> str | None:
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess[str] | str:
-    """One step in its own process group (killed with its children on timeout); a reason (str) when it cannot run."""
+    """One step (harness.procs.run_captured); a reason (str) when it cannot run or times out."""
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, encoding="utf-8", errors="replace", cwd=cwd, start_new_session=True, env=env)
+        proc, timed_out = run_captured(argv, cwd, timeout_s, env)
     except OSError as exc:
         return f"cannot run: {exc}"
-    out, err, timed_out = communicate_or_kill(proc, timeout_s)
-    if timed_out:
-        return f"timed out after {timeout_s:g} s"
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    return f"timed out after {timeout_s:g} s" if timed_out else proc
