@@ -2314,16 +2314,22 @@ constexpr bool ws_tma_o() {
 // last P V of the tile has completed (the ring holds no live V then), stages there and arrives on an O-empty
 // barrier once its TMA store has read it; the producer waits on that barrier before the next tile's first V load.
 // Q's buffer stays Q's: the next tile's Q loads as soon as the last S GEMM is done (QB waits for the store).
-template <int D, int BN, int ST, int NWG>
+// ATTN_WS_D96N 3: the V of a padded head_dim (DR real columns of D) is read as 64-column atoms, so the V ring is not
+// laid out as O's staging there (no VB).
+template <int D, int DR>
+constexpr bool ws_v64() {
+    return ATTN_WS_D96N == 3 && DR < D;
+}
+template <int D, int BN, int ST, int NWG, int DR = D>
 constexpr bool ws_tma_o_vbuf() {
     return ATTN_WS_TMA_O != 0 && (ATTN_WS_TMA_O_VBUF == 1 || ((ATTN_WS_TMA_O_VBUF == 2 || ATTN_WS_BN176_FROM > 0) && D == 128)) &&
-           !ws_tma_o<D, BN, ST, NWG>() && !ws_merge<D>() &&
+           !ws_tma_o<D, BN, ST, NWG>() && !ws_merge<D>() && !ws_v64<D, DR>() &&
            64 * NWG <= ST * BN;
 }
-template <int D, int BN, int ST, int NWG>
+template <int D, int BN, int ST, int NWG, int DR = D>
 constexpr bool ws_tma_o_qbuf() {
     return ATTN_WS_TMA_O != 0 && ATTN_WS_TMA_O_QBUF != 0 && !ws_tma_o<D, BN, ST, NWG>() && !ws_merge<D>() &&
-           !ws_tma_o_vbuf<D, BN, ST, NWG>();
+           !ws_tma_o_vbuf<D, BN, ST, NWG, DR>();
 }
 
 // Persistent (v7): grid = min(tiles, SMs) CTAs, 384 threads; CTA c takes tiles c, c + grid, ... in the
@@ -2404,7 +2410,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     // chunks of 8) and P V runs at n = DR (1, 3); V64 (3): V's stages hold DR / 32 atoms of BN rows x 64 B (64-byte
     // swizzle, from a map of 32-column boxes), so the n = DR B operand is made of whole atoms
     constexpr int DO = (ATTN_WS_D96N == 1 || ATTN_WS_D96N == 3) ? DR : D;
-    constexpr bool V64 = ATTN_WS_D96N == 3 && DR < D;
+    constexpr bool V64 = ws_v64<D, DR>();
     constexpr int BM = 64 * NWG, NC = BN / 8, NO = DO / 8, DB = D / 64, KD = (ATTN_WS_D96N ? DR : D) / 16;
     // SMSPLIT 1: everywhere; 2: where ptxas keeps it without spills (not d256, not d128 with BN > 128)
     constexpr bool SPLIT = ATTN_WS_SMSPLIT == 1 || (ATTN_WS_SMSPLIT == 2 && D != 256 && !(D == 128 && BN > 128));
@@ -3206,10 +3212,9 @@ int launch_ws(const KParams& kp, bool bf16, int num_sms, cudaStream_t stream) {
     // consumer's 64 rows); else the kernel without it (store_rows), with the same (unused) map parameter.
     // ATTN_WS_TMA_O_QBUF: where the staging does not fit, in Q's buffer (no more shared memory than without).
     alignas(64) CUtensorMap mo = mq;
-    if constexpr (ws_tma_o<D, BN, ST, NWG>() || ws_tma_o_qbuf<D, BN, ST, NWG>() || ws_tma_o_vbuf<D, BN, ST, NWG>()) {
+    if constexpr (ws_tma_o<D, BN, ST, NWG>() || ws_tma_o_qbuf<D, BN, ST, NWG, DR>() || ws_tma_o_vbuf<D, BN, ST, NWG, DR>()) {
         if (make_map(&mo, kp.o, bf16, DR, kp.sq, kp.hq, kp.batch, kp.o_rs, kp.o_hs, kp.o_bs, 64)) {
-            // the V ring cannot stage O where V is read as 64-column atoms (ATTN_WS_D96N 3, DR < D): O in Q's buffer there
-            constexpr bool vb = ws_tma_o_vbuf<D, BN, ST, NWG>() && !(ATTN_WS_D96N == 3 && DR < D);
+            constexpr bool vb = ws_tma_o_vbuf<D, BN, ST, NWG, DR>();
             constexpr bool qb = !ws_tma_o<D, BN, ST, NWG>() && !vb;
             constexpr int smem_o = ws_smem_bytes<D, BN, ST, NWG, !qb && !vb>();
             static_assert(smem_o <= 227 * 1024, "shared memory");
