@@ -1,5 +1,6 @@
 #!/bin/bash
-# Run 72 (session 22, first call; run 71's plan with session 22's kernel candidate first): (1) kernel: vb176 (d128
+# Run 72 (session 22, first call; run 71's plan, never run, with session 22's kernel candidate first: run71_script.sh
+# is gone, this is it): (1) kernel: vb176 (d128
 # non-causal at BN 176, FA3's tile, with O staged over the V ring: -DATTN_WS_TMA_O_VBUF=2 -DATTN_WS_BN128N_TMAO=176)
 # checked, benched on d128 against v20 (base20, twice) with FA3 (3 rotated rounds per row: kernel_bench --rounds); (2) run 71's question: `attnq compile
 # kernels/attn_fast.cu` alone on the box, with its log (relayout lines, the flags used; since 063c812 a relayout is a
