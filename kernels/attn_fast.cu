@@ -112,10 +112,90 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
     const int n = valid ? 16 : 0;  // src-size 0 => 16 zero bytes written, nothing read
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
 }
+// cp_async_16 with the L2 prefetch-size qualifier .L2::256B (PTX ISA "cp.async": a hint that the L2 may fetch the
+// whole 256-byte block around the source)
+__device__ __forceinline__ void cp_async_16_l2(uint32_t dst, const void* src, bool valid) {
+    const int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
+// mbarriers (sm_90+; the decode kernel's bulk ring and the warp-specialized kernel)
+#ifndef ATTN_WS_TWHINT
+#define ATTN_WS_TWHINT 0  // v13 candidate: suspend-time hint (ns) of the mbarrier waits (0: none)
+#endif
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// mbar_arrive where pred (one predicated instruction, no branch: the warp stays converged around it)
+__device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %1, 0;\n @p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
+                 "r"((int)pred)
+                 : "memory");
+}
+// Waits until the phase of parity `parity` of the barrier has completed.
+// ATTN_WS_TWHINT > 0 passes it as try_wait's suspendTimeHint (ns, PTX ISA "mbarrier.test_wait/try_wait"): the
+// thread sleeps in hardware until the phase completes or the hint runs out, instead of spinning through the
+// loop after the system-dependent default time limit (each spin is issued instructions on the SMSP).
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if ATTN_WS_TWHINT > 0
+    asm volatile(
+        "{\n"
+        ".reg .pred P1;\n"
+        "WS_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1, %2;\n"
+        "@P1 bra WS_DONE;\n"
+        "bra WS_WAIT;\n"
+        "WS_DONE:\n"
+        "}\n" ::"r"(bar),
+        "r"(parity), "n"(ATTN_WS_TWHINT)
+        : "memory");
+#else
+    asm volatile(
+        "{\n"
+        ".reg .pred P1;\n"
+        "WS_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+        "@P1 bra WS_DONE;\n"
+        "bra WS_WAIT;\n"
+        "WS_DONE:\n"
+        "}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+#endif
+}
+// One bulk copy (the TMA unit, no tensor map) of `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+// global to shared memory, completing on the mbarrier `bar` by its byte count (PTX ISA "cp.async.bulk").
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+    return v;
+}
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
@@ -882,14 +962,22 @@ int launch_mma(const KParams& kp, const Plan& pl, cudaStream_t stream) {
 #ifndef ATTN_DEC_QREG
 #define ATTN_DEC_QREG 1  // MI = 1 keeps Q's fragments in registers (0: re-read from shared memory, as MI = 2)
 #endif
+#ifndef ATTN_DEC_L2H
+#define ATTN_DEC_L2H 0  // session 23 candidate 3: the decode kernel's K/V cp.async with the .L2::256B prefetch-size hint
+#endif
+#ifndef ATTN_DEC_BULK
+#define ATTN_DEC_BULK 0  // session 23 candidate: K/V tiles by bulk copies (the TMA unit: one 256-byte row per lane and
+#endif                   // tensor, completing on a per-stage mbarrier) instead of 16-byte cp.async from every lane
 // m16 tiles of the packed rows the decode kernel runs R rows with (ATTN_DEC_MI_MIN 2: always 2)
 constexpr int dec_mi(int R) { return (R <= 16 && ATTN_DEC_MI_MIN < 2) ? 1 : 2; }
 constexpr int kDecBN = 32;  // keys per warp tile
 constexpr int kDecD = 128;
 
+constexpr int kDecBarBytes = ATTN_DEC_BULK ? 128 : 0;  // BULK: the rings' mbarriers, NW x ST x 8 bytes
+
 template <int NW, int MI, int ST>
 constexpr int dec_smem_bytes() {
-    return 16 * MI * (kDecD + 8) * 2 + NW * 2 * 32 * 4 + NW * ST * 2 * kDecBN * (kDecD + 8) * 2;
+    return 16 * MI * (kDecD + 8) * 2 + NW * 2 * 32 * 4 + kDecBarBytes + NW * ST * 2 * kDecBN * (kDecD + 8) * 2;
 }
 
 template <int NW, int MI, int ST>
@@ -913,12 +1001,15 @@ __global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn
     static_assert(CH == 16, "the K/V copy maps lane -> (chunk lane & 15, row lane >> 4)");
     static_assert(NW * RP * OLD * 4 <= NW * ST * 2 * BN * LDS * 2, "merge buffer fits over the K/V ring");
     static_assert(ST >= 2, "at least double buffering");
+    static_assert(NW * ST * 8 <= kDecBarBytes || !ATTN_DEC_BULK, "the rings' mbarriers fit their region");
+    static_assert(!ATTN_DEC_BULK || BN == 32, "BULK: lane l copies row l of a tile");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T* sQ = reinterpret_cast<T*>(smem_raw);                                      // [RP][LDS]
     float* sM = reinterpret_cast<float*>(smem_raw + RP * LDS * 2);              // [NW][32]
     float* sL = sM + NW * 32;                                                   // [NW][32]
-    T* sKV = reinterpret_cast<T*>(smem_raw + RP * LDS * 2 + NW * 2 * 32 * 4);   // [NW][ST][K,V][BN][LDS]
+    const uint32_t bar0 = smem_u32(smem_raw + RP * LDS * 2 + NW * 2 * 32 * 4);  // BULK: [NW][ST] mbarriers
+    T* sKV = reinterpret_cast<T*>(smem_raw + RP * LDS * 2 + NW * 2 * 32 * 4 + kDecBarBytes);  // [NW][ST][K,V][BN][LDS]
     float* sO = reinterpret_cast<float*>(sKV);                                  // [NW][RP][OLD] after the loop
 
     const int tid = threadIdx.x;
@@ -963,35 +1054,73 @@ __global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn
     const uint32_t ld_dst = smem_u32(ring + ld_r0 * LDS + ld_ch * 8);
     // in-tile offsets in 32-bit ints: is_aligned keeps 2 * kBN * row stride < 2^31 (this tile spans BN rows)
     const int k_rs2 = 2 * (int)p.k_rs, v_rs2 = 2 * (int)p.v_rs;
+    // BULK: lane l copies key row l of K and of V (256 bytes each) by the TMA unit; lane 0 arms the stage's
+    // mbarrier with the tile's bytes (the tx-count may go negative until then: the phase needs lane 0's arrival
+    // too). Rows past seqlen_k (the last tile) are zeroed by stores instead (P is 0 there, and 0 x NaN is NaN).
+    const uint32_t my_bar = bar0 + warp * ST * 8;
+    auto load_tile_bulk = [&](int j, int stage) {
+        const int n0 = (t_beg + warp + j * NW) * BN;
+        const int rows = min(BN, sk - n0);
+        const uint32_t bar = my_bar + stage * 8;
+        if (lane == 0) mbar_expect_tx(bar, (uint32_t)rows * 2u * D * 2u);
+        const uint32_t dk = smem_u32(ring) + stage * (2 * BN * LDS * 2) + lane * LDS * 2;
+        const uint32_t dv = dk + BN * LDS * 2;
+        if (lane < rows) {
+            bulk_g2s(dk, kg + (long long)(n0 + lane) * p.k_rs, D * 2, bar);
+            bulk_g2s(dv, vg + (long long)(n0 + lane) * p.v_rs, D * 2, bar);
+        } else {
+#pragma unroll
+            for (int c = 0; c < CH; ++c) {
+                st_shared_v4(dk + c * 16, 0u, 0u, 0u, 0u);
+                st_shared_v4(dv + c * 16, 0u, 0u, 0u, 0u);
+            }
+        }
+    };
     auto load_tile = [&](int j, int stage) {  // j: this warp's j-th tile
+        if constexpr (ATTN_DEC_BULK) {
+            load_tile_bulk(j, stage);
+            return;
+        }
         const int n0 = (t_beg + warp + j * NW) * BN;
         const uint32_t dk = ld_dst + stage * (2 * BN * LDS * 2);
         const uint32_t dv = dk + BN * LDS * 2;
+        auto cpy = [](uint32_t dst, const void* src, bool valid) {
+            if constexpr (ATTN_DEC_L2H != 0) cp_async_16_l2(dst, src, valid);
+            else cp_async_16(dst, src, valid);
+        };
         const T* kt = kg + (long long)(n0 + ld_r0) * p.k_rs + ld_ch * 8;
         const T* vt = vg + (long long)(n0 + ld_r0) * p.v_rs + ld_ch * 8;
         if (n0 + BN <= sk) {  // full tile: no bounds checks
 #pragma unroll
             for (int jj = 0; jj < BN / 2; ++jj) {
-                cp_async_16(dk + jj * 2 * LDS * 2, kt + jj * k_rs2, true);
-                cp_async_16(dv + jj * 2 * LDS * 2, vt + jj * v_rs2, true);
+                cpy(dk + jj * 2 * LDS * 2, kt + jj * k_rs2, true);
+                cpy(dv + jj * 2 * LDS * 2, vt + jj * v_rs2, true);
             }
         } else {  // the tile crossing seqlen_k: rows past it zero-filled (nothing read)
 #pragma unroll
             for (int jj = 0; jj < BN / 2; ++jj) {
                 const bool valid = n0 + ld_r0 + 2 * jj < sk;
-                cp_async_16(dk + jj * 2 * LDS * 2, valid ? kt + jj * k_rs2 : kg, valid);
-                cp_async_16(dv + jj * 2 * LDS * 2, valid ? vt + jj * v_rs2 : vg, valid);
+                cpy(dk + jj * 2 * LDS * 2, valid ? kt + jj * k_rs2 : kg, valid);
+                cpy(dv + jj * 2 * LDS * 2, valid ? vt + jj * v_rs2 : vg, valid);
             }
         }
     };
+    if constexpr (ATTN_DEC_BULK) {
+        if (lane == 0) {
+#pragma unroll
+            for (int s = 0; s < ST; ++s) mbar_init(my_bar + s * 8, 1);
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        __syncwarp();
+    }
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s) {
         if (s < my_n) load_tile(s, s);
-        cp_async_commit();  // always: the group count stays uniform
+        if (!ATTN_DEC_BULK) cp_async_commit();  // always: the group count stays uniform
     }
 
-    // groups so far: Q, then ST - 1 tiles -> Q is complete with ST - 1 groups pending
-    cp_async_wait<ST - 1>();
+    // groups so far: Q, then ST - 1 tiles -> Q is complete with ST - 1 groups pending (BULK: Q's group alone)
+    cp_async_wait<ATTN_DEC_BULK ? 0 : ST - 1>();
     __syncthreads();  // every thread's Q chunks visible
 
     const uint32_t sQ_lane = smem_u32(sQ + (lane & 15) * LDS + (lane >> 4) * 8);
@@ -1025,10 +1154,12 @@ __global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn
     int rd = 0, wr = ST - 1;  // ring stages: read (tile it), write (tile it + ST - 1)
     for (int it = 0; it < my_n; ++it) {
         // groups committed before this point: 1 + (ST - 1) + it; tile it is group it + 1 -> ST - 2 may pend
-        cp_async_wait<ST - 2>();
+        // (BULK: tile it is use it / ST of its stage's mbarrier)
+        if constexpr (ATTN_DEC_BULK) mbar_wait(my_bar + rd * 8, (uint32_t)(it / ST) & 1u);
+        else cp_async_wait<ST - 2>();
         __syncwarp();  // every lane's copies of tile it visible to the warp; every lane done with tile it - 1
         if (it + ST - 1 < my_n) load_tile(it + ST - 1, wr);
-        cp_async_commit();
+        if (!ATTN_DEC_BULK) cp_async_commit();
 #if ATTN_DEC_PF > 0
         if (it + ST - 1 + ATTN_DEC_PF < my_n) {  // rows of a later tile of this warp into L2 (no shared memory)
             const int r = (t_beg + warp + (it + ST - 1 + ATTN_DEC_PF) * NW) * BN + lane;
@@ -1311,6 +1442,12 @@ int launch_dec(const KParams& kp, const Plan& pl, cudaStream_t stream) {
 #ifndef ATTN_DEC_MAX_SPLITS
 #define ATTN_DEC_MAX_SPLITS 128
 #endif
+#ifndef ATTN_DEC_PLAN
+#define ATTN_DEC_PLAN 1  // session 23 candidate 2: the resident CTAs share ATTN_DEC_HBM_GBS (one CTA on an SM is not
+#endif                   // held to 1 / per_sm of the SM's share), each at most ATTN_DEC_CTA_GBS: fewer splits, no combine
+#ifndef ATTN_DEC_CTA_GBS
+#define ATTN_DEC_CTA_GBS 40  // PLAN 2: the most one CTA streams, GB/s (NW x (ST - 1) tiles of 16 KB in flight at ~1.5 us)
+#endif
 void dec_plan(const attn_fwd_params* p, Plan& pl, bool workspace_known_ok) {
     pl.dec = false;
     const int group = p->num_heads_q / p->num_heads_kv;
@@ -1338,7 +1475,9 @@ void dec_plan(const attn_fwd_params* p, Plan& pl, bool workspace_known_ok) {
         const int ns = (n_wt + tps - 1) / tps;
         if (ns != s) continue;  // the same split as a smaller s
         const double waves = ceil(base * ns / ((double)num_sms * per_sm));
-        const double cta_ns = tps * tile_bytes / (sm_bw / per_sm) + 1500.0;
+        double cta_bw = sm_bw / per_sm;  // bytes per ns of one CTA
+        if (ATTN_DEC_PLAN == 2) cta_bw = fmin((double)ATTN_DEC_CTA_GBS, (double)ATTN_DEC_HBM_GBS / fmin(base * ns, (double)num_sms * per_sm));
+        const double cta_ns = tps * tile_bytes / cta_bw + 1500.0;
         double t = waves * cta_ns;
         if (ns > 1) t += 2500.0 + rows * ns * kDecD * 4.0 / 2000.0;  // combine: launch + partials read
         if (t < best * 0.97) {  // a split must win by 3 % (fewer splits: less partial traffic, steadier)
@@ -2024,9 +2163,6 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_DESC_INC
 #define ATTN_WS_DESC_INC 1  // v12: wgmma descriptors built once and advanced by constants (run 22: +2.2% grid)
 #endif
-#ifndef ATTN_WS_TWHINT
-#define ATTN_WS_TWHINT 0  // v13 candidate: suspend-time hint (ns) of the mbarrier waits (0: none)
-#endif
 #ifndef ATTN_WS_ILP
 #define ATTN_WS_ILP 0  // v13 candidate: row max and row sum over two independent chains each (shorter latency)
 #endif
@@ -2128,52 +2264,6 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_QDB 0  // session 18 candidate: two Q buffers on the d128 two-consumer kernel, so the
 #endif                 // producer loads the next tile's Q while the current tile still reads its own (ws_qdb)
 
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// mbar_arrive where pred (one predicated instruction, no branch: the warp stays converged around it)
-__device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %1, 0;\n @p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
-                 "r"((int)pred)
-                 : "memory");
-}
-// Waits until the phase of parity `parity` of the barrier has completed.
-// ATTN_WS_TWHINT > 0 passes it as try_wait's suspendTimeHint (ns, PTX ISA "mbarrier.test_wait/try_wait"): the
-// thread sleeps in hardware until the phase completes or the hint runs out, instead of spinning through the
-// loop after the system-dependent default time limit (each spin is issued instructions on the SMSP).
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-#if ATTN_WS_TWHINT > 0
-    asm volatile(
-        "{\n"
-        ".reg .pred P1;\n"
-        "WS_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1, %2;\n"
-        "@P1 bra WS_DONE;\n"
-        "bra WS_WAIT;\n"
-        "WS_DONE:\n"
-        "}\n" ::"r"(bar),
-        "r"(parity), "n"(ATTN_WS_TWHINT)
-        : "memory");
-#else
-    asm volatile(
-        "{\n"
-        ".reg .pred P1;\n"
-        "WS_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-        "@P1 bra WS_DONE;\n"
-        "bra WS_WAIT;\n"
-        "WS_DONE:\n"
-        "}\n" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-#endif
-}
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1, int c2,
                                             int c3) {
     asm volatile(
@@ -2198,22 +2288,6 @@ __device__ __forceinline__ void bulk_wait0() { asm volatile("cp.async.bulk.wait_
 __device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void named_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
-    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
-    uint32_t v;
-    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-    return v;
-}
-__device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
-    return v;
 }
 template <int R>
 __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }

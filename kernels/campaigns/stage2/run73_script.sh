@@ -1,41 +1,59 @@
 #!/bin/bash
-# Run 73 (written in session 22 for the next session's first call): (1) kernel: bnf4k (ATTN_WS_BN176_FROM=4096: d128
-# non-causal at BN 176 with O over the V ring where seqlen_k >= 4096, BN 128 below) checked and benched on d128
-# against v20 (base22, a byte copy base22b) with FA3, 3 rotated rounds per row; adopted (the knob's default set to
-# 4096 in this tree, by sed) when scripts/pick_variant.py picks it on the rows with seqlen >= 8192 (+2 % over the
-# d128 rows there: d128_n s8k/s16k +4-5 % in run 72, d128_c unchanged), then `full` with anchors fa3,cudnn,flash
-# recorded in .campaign (#21) if adopted, else without anchors (the A/A-free wall on this box); (2) the policy-off
-# stream-escape test that failed in run 72, with its new message (both rows' samples, messages, flags).
-# Build first on the CPU box:
-#   python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant base22= --variant bnf4k=-DATTN_WS_BN176_FROM=4096 \
-#     --build-only --keep .prebuilt
+# Run 73 (written in session 22, extended in session 23 before it ran): two kernel candidates, each checked and
+# benched against v20 (base23, a byte copy baseb) with FA3 in the process, 3 rotated rounds per row:
+#   bnf4k (ATTN_WS_BN176_FROM=4096: d128 non-causal at BN 176 with O over the V ring where seqlen_k >= 4096) on the
+#     d128 grid rows; adopted when pick_variant picks it on the rows with seqlen >= 8192;
+#   dbulk (ATTN_DEC_BULK=1: the decode kernel's K/V rows by bulk copies on an mbarrier ring) on `production`;
+#     adopted when pick_variant picks it there (+1.5 % over the suite, no group below 0.98 of base).
+# Each adopted knob's default is set in this tree (sed), then `full` with anchors fa3,cudnn,flash is verified and
+# recorded in .campaign, and, if dbulk was adopted, `production` with anchor fa3 (recorded); with neither, `full`
+# without anchors (the wall on this box). Last, the policy-off stream-escape test that failed in run 72.
+# Build first on the CPU box (the libraries and attnq's build cache for the four sources `full` may verify):
+#   .venv/bin/python scripts/kernel_bench.py kernels/attn_fast.cu --variant base23= \
+#     --variant bnf4k=-DATTN_WS_BN176_FROM=4096 --variant dbulk=-DATTN_DEC_BULK=1 --build-only --keep .prebuilt
+#   bash kernels/campaigns/stage2/run73_cache.sh
 # Carry .whl (pyseccomp), .fa3, .prebuilt, .campaign, the script (cp to scripts/.run1.sh; BUDGET=<call limit - 20>).
 . scripts/run_preamble.sh
 export ATTNQ_STATE=$PWD/.campaign ATTNQ_GOAL_ANCHOR=fa3
-LIBS=$PWD/.prebuilt; cp $LIBS/base22.so $LIBS/base22b.so
-timeout 150 python3 scripts/kernel_bench.py kernels/attn_fast.cu --variant bnf4k= --prebuilt $LIBS --check-only > $OUT/x/check_bnf4k.log 2>&1
-echo "check bnf4k rc=$? $(grep -h 'check:' $OUT/x/check_bnf4k.log | head -1) t=$(el)"
-ok=(--variant base= --variant baseb=); cp $LIBS/base22.so $LIBS/base.so; cp $LIBS/base22.so $LIBS/baseb.so
-grep -q "check: OK" $OUT/x/check_bnf4k.log && ok+=(--variant bnf4k=)
-timeout 200 python3 scripts/kernel_bench.py kernels/attn_fast.cu "${ok[@]}" --prebuilt $LIBS --no-check --dims 128 --rounds 3 \
-  --json $OUT/x/bench.json > $OUT/x/bench.log 2>&1
-echo "bench rc=$? t=$(el)"; tail -5 $OUT/x/bench.log
-pick=$(python3 scripts/pick_variant.py $OUT/x/bench.json --min-gain 0.02 --min-seqlen 8192 --class-floor 0.99 --only base,bnf4k 2>$OUT/x/pick.err)
-echo "pick: $pick"; cat $OUT/x/pick.err
+LIBS=$PWD/.prebuilt; cp $LIBS/base23.so $LIBS/base.so; cp $LIBS/base23.so $LIBS/baseb.so
 K=kernels/attn_fast.cu
-if [ "$pick" = "bnf4k" ]; then
-  sed -i 's/^#define ATTN_WS_BN176_FROM 0 /#define ATTN_WS_BN176_FROM 4096 /' $K && grep -n "^#define ATTN_WS_BN176_FROM" $K
-  sha256sum $K | tee -a $OUT/x/info.txt
-  left=$(( ${BUDGET:-580} - $(el) - 90 )); [ $left -gt 330 ] && left=330
+timeout 150 python3 scripts/kernel_bench.py $K --variant bnf4k= --variant dbulk= --prebuilt $LIBS --check-only \
+  > $OUT/x/check.log 2>&1
+echo "check rc=$? $(grep -h 'check:' $OUT/x/check.log | tr '\n' ' ') t=$(el)"
+ok=(--variant base= --variant baseb=); okp=("${ok[@]}")
+grep -q "\[bnf4k\] check: OK" $OUT/x/check.log && ok+=(--variant bnf4k=)
+grep -q "\[dbulk\] check: OK" $OUT/x/check.log && okp+=(--variant dbulk=)
+timeout 170 python3 scripts/kernel_bench.py $K "${ok[@]}" --prebuilt $LIBS --no-check --dims 128 --rounds 3 \
+  --json $OUT/x/bench_d128.json > $OUT/x/bench_d128.log 2>&1
+echo "bench d128 rc=$? t=$(el)"; tail -4 $OUT/x/bench_d128.log
+timeout 120 python3 scripts/kernel_bench.py $K "${okp[@]}" --prebuilt $LIBS --no-check --suite production --rounds 3 \
+  --json $OUT/x/bench_prod.json > $OUT/x/bench_prod.log 2>&1
+echo "bench production rc=$? t=$(el)"; tail -4 $OUT/x/bench_prod.log
+pick=$(python3 scripts/pick_variant.py $OUT/x/bench_d128.json --min-gain 0.02 --min-seqlen 8192 --class-floor 0.99 \
+  --only base,bnf4k 2>$OUT/x/pick_d128.err)
+pickp=$(python3 scripts/pick_variant.py $OUT/x/bench_prod.json --min-gain 0.015 --class-floor 0.98 --only base,dbulk \
+  2>$OUT/x/pick_prod.err)
+echo "pick d128: $pick; pick production: $pickp"; cat $OUT/x/pick_d128.err $OUT/x/pick_prod.err
+[ "$pick" = "bnf4k" ] && sed -i 's/^#define ATTN_WS_BN176_FROM 0 /#define ATTN_WS_BN176_FROM 4096 /' $K
+[ "$pickp" = "dbulk" ] && sed -i 's/^#define ATTN_DEC_BULK 0 /#define ATTN_DEC_BULK 1 /' $K
+grep -n "^#define ATTN_WS_BN176_FROM\|^#define ATTN_DEC_BULK" $K; sha256sum $K | tee -a $OUT/x/info.txt
+if [ "$pick" = "bnf4k" ] || [ "$pickp" = "dbulk" ]; then
+  left=$(( ${BUDGET:-580} - $(el) - 60 )); [ $left -gt 300 ] && left=300
   timeout $left python3 -m attnq verify $K --suite full --anchors fa3,cudnn,flash --json > $OUT/x/full.json 2> $OUT/x/full.err
   echo "full(anchors, recorded) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
-  tar czf $OUT/campaign.tgz .campaign
+  left=$(( ${BUDGET:-580} - $(el) - 15 ))
+  if [ "$pickp" = "dbulk" ] && [ $left -gt 60 ]; then
+    timeout $left python3 -m attnq verify $K --suite production --anchors fa3 --json > $OUT/x/prod.json 2> $OUT/x/prod.err
+    echo "production(fa3, recorded) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/prod.json) t=$(el)"
+  fi
+  tar czf $OUT/campaign.tgz --exclude build .campaign
 else
   left=$(( ${BUDGET:-580} - $(el) - 90 )); [ $left -gt 200 ] && left=200
   ATTNQ_DIAG_PROFILE=$OUT/x/full.prof timeout $left python3 -m attnq verify $K --suite full --no-record --json \
     > $OUT/x/full.json 2> $OUT/x/full.err
   echo "full(no anchors) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full.json) t=$(el)"
 fi
+grep -h '"relayout"\|"compiled"\|cache' $OUT/x/full.err | head -5 | cut -c1-300
 left=$(( ${BUDGET:-580} - $(el) - 10 ))
 if [ $left -gt 50 ]; then
   timeout $left python3 -m pytest -v -rA -m gpu tests/gpu/test_adversarial.py -k "control or stream_escape" \
