@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import secrets
 import selectors
@@ -416,6 +417,21 @@ def verify_kernel(path: str | Path, options: VerifyOptions | None = None, *, set
             verdict.flags.append(Flag(kind="sanitizer_incomplete", message=sanitize_ended))
     log.info("verified", kernel=str(path), status=verdict.status, geomean=verdict.geomean_speedup, wall_s=verdict.wall_s)
     return verdict
+
+
+def count_prior_compile(verdict: Verdict, compile_s: float) -> Verdict:
+    """``verdict`` with a build that ran before :func:`verify_kernel` started its clock counted in (the CLI builds the
+    candidate first, so that a failed build is recorded with its facts even where verification cannot run; the build
+    inside verify_kernel is then a cache hit): ``wall_s``, ``compile_s`` and ``phase_s["compile"]`` grow by
+    ``compile_s`` (seconds), so ``wall_s`` stays the whole verification, compiles included. Raises ValueError for a
+    negative or non-finite ``compile_s``."""
+    if not math.isfinite(compile_s) or compile_s < 0:
+        raise ValueError(f"compile_s must be a finite number of seconds >= 0, got {compile_s!r}")
+    phase = dict(verdict.phase_s)
+    if phase:
+        phase["compile"] = round(phase.get("compile", 0.0) + compile_s, 2)
+    return verdict.model_copy(update={"wall_s": round(verdict.wall_s + compile_s, 2),
+                                      "compile_s": round(verdict.compile_s + compile_s, 2), "phase_s": phase})
 
 
 def _memory_guard(scenarios: list[Scenario], gpu: int) -> None:

@@ -121,3 +121,25 @@ def test_phase_totals_break_the_wall_time_down() -> None:
     ph = _phase_totals(v, startup_s=1.25)
     assert ph == {"compile": 2.0, "worker_start": 1.25, "check": 2.0, "reference": 1.25, "timing": 3.0,
                   "timed_gpu": 2.5, "other": 1.75}
+
+
+def test_a_build_before_the_verification_counts_in_its_wall_time() -> None:
+    """The CLI builds the candidate before verify_kernel starts its clock (runs 73-74: 165-169 s per `attnq verify`
+    process for a wall_s of 77-81 s); count_prior_compile puts that build into wall_s, compile_s and the compile phase,
+    and leaves the other phases alone."""
+    from harness.verdict import PhaseTimes
+    from harness.verify import _phase_totals, count_prior_compile
+
+    rs = [_res(0, "g", 2.0, 1.0)]
+    rs[0].phases = PhaseTimes(check_s=1.5, reference_s=1.0, timing_s=3.0, timed_gpu_s=2.5)
+    v = _build(rs)
+    v.wall_s, v.compile_s = 10.0, 0.1
+    v.phase_s = _phase_totals(v, startup_s=1.25)
+    out = count_prior_compile(v, 84.9)
+    assert (out.wall_s, out.compile_s) == (94.9, 85.0)
+    assert out.phase_s["compile"] == 85.0
+    assert {k: x for k, x in out.phase_s.items() if k != "compile"} == {k: x for k, x in v.phase_s.items() if k != "compile"}
+    assert (v.wall_s, v.compile_s, v.phase_s["compile"]) == (10.0, 0.1, 0.1)  # the verdict it was given is unchanged
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="compile_s"):
+            count_prior_compile(v, bad)

@@ -14,7 +14,7 @@ from harness.anchors import GOAL_TARGETS
 from harness.config import Settings
 from harness.scenarios import suite_choices_text
 from harness.verdict import Verdict
-from harness.verify import VerifyOptions, VerifyProgress, verify_kernel
+from harness.verify import VerifyOptions, VerifyProgress, count_prior_compile, verify_kernel
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -134,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         compiled = compile_kernel(args.file, arch=opts.arch, cache_dir=settings.state_dir / "build", policy=opts.policy)
         verdict = verify_kernel(args.file, opts, settings=settings, progress=_progress_printer(not args.json))
+        verdict = count_prior_compile(verdict, compiled.compile_time_s)  # wall_s: the whole command's verification
     except AttnqError as err:
         # failed compiles and missing GPUs are attempts too (they feed the stall trigger); bad input is not
         if not args.no_record and not isinstance(err, InputError):
