@@ -24,6 +24,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -328,7 +329,8 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
         ABI header, flags, nvcc version, arch, policy switch) was already cached. The source and its local
         headers are read once (harness.snapshot): what the policy checked is what nvcc built and the key hashed.
     Raises:
-        InputError: missing / not .cu / empty / > 1 MiB file, too many or too large local headers, bad arch.
+        InputError: missing / not .cu / empty / > 1 MiB file, too many or too large local headers, bad arch, the name
+            kernel_dlink.cu (nvcc's device-link object of the library has that stem).
         ToolchainError: nvcc (or nm/readelf/objdump) missing.
         CompileError: nvcc failed or timed out; ``details["diagnostics"]`` (errors first).
         PolicyError: forbidden header, library, symbol or instruction (named).
@@ -337,6 +339,9 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
     started = time.perf_counter()
     snap = take_snapshot(path, confine=policy)
     source = snap.source
+    if source.stem == Path(LIBRARY_NAME).stem + "_dlink":  # red team, session 23: a misleading AbiError before
+        raise InputError(f"{source.name}: nvcc names the library's device-link object {source.stem}.o, the same name as "
+                         "this file's host object, so the build cannot work: rename the file")
     if cache_dir is None:
         from harness.config import Settings
 
@@ -373,11 +378,23 @@ def _build_lock(cache_dir: Path, key: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _scan(tree: SnapshotTree, nvcc: str, flags: list[str], timeout_s: float) -> list[str]:
+def _tool_cwd(tree: SnapshotTree) -> Path:
+    """A new, empty folder of the copy ``tree`` for nvcc and every tool it starts to run in (-E passes, builds,
+    relinks). Never the candidate's folder: nvcc's plan resolves names against the working folder, where a candidate
+    could place files through its ``#include`` lines (the snapshot copies an include even under ``#if 0``). Red team,
+    session 23: nvcc.profile's ``LD_LIBRARY_PATH += $(TOP)/lib:`` ends in an empty entry (the working folder) when
+    LD_LIBRARY_PATH is unset, so cc1plus loaded a ``libisl.so.23`` beside the candidate and ran its code during the
+    policy's first -E pass; and nvcc's link stub compile (``crt/link.stub``: ``#include <stddef.h>``, with ``-I.``
+    and no ``__CUDACC__``) read the candidate's ``stddef.h`` under macros no -E pass of the policy used."""
+    return Path(tempfile.mkdtemp(prefix="cwd-", dir=tree.root))
+
+
+def _scan(tree: SnapshotTree, nvcc: str, flags: list[str], timeout_s: float, cwd: Path) -> list[str]:
     """The source policy's scans of the copy ``tree`` (PolicyError naming the first refused item): the raw scans of
     every file first (nothing is read outside the candidate's folder before they pass), then both of nvcc's
     preprocessor passes (code under ``#ifndef __CUDA_ARCH__`` exists only in the host pass: nvcc_passes). Returns
-    the texts scanned (device pass, host pass): the build's own must equal them (:func:`_build`)."""
+    the texts scanned (device pass, host pass): the build's own must equal them (:func:`_build`). ``cwd``: the
+    folder nvcc runs in (:func:`_tool_cwd`)."""
     snap = tree.snapshot
     found = list(snap.refused)
     for user, data in snap.files():
@@ -385,7 +402,6 @@ def _scan(tree: SnapshotTree, nvcc: str, flags: list[str], timeout_s: float) -> 
     raise_violations(found)
     owned = tree.owned(owned_predicate(nvcc))
     pre_flags = [f for f in flags if f not in ("-Xptxas", "-v")]
-    cwd = tree.source.parent
     texts = []
     for what, extra in (("preprocessing", []), ("preprocessing (host pass)", host_pass_flags(nvcc, pre_flags, cwd))):
         pre = _run_nvcc([nvcc, "-E", *tree.flags(pre_flags), *extra, str(tree.source)], timeout_s, cwd)
@@ -409,7 +425,8 @@ def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: 
     entry = cache_dir / key
     snap = tree.snapshot
     source = snap.source
-    scanned = _scan(tree, nvcc, flags, timeout_s) if policy else []
+    cwd = _tool_cwd(tree)  # nvcc and its tools never run in the candidate's folder
+    scanned = _scan(tree, nvcc, flags, timeout_s, cwd) if policy else []
 
     sweep_stale_builds(cache_dir)
     tmp = cache_dir / f".tmp-{key[:16]}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -423,13 +440,13 @@ def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: 
         full_builds, last_refusal = 0, None
         for attempt, extra in enumerate(RELAYOUT_FLAGS if policy else ((),)):
             flags_used = [*flags, *extra]
-            why = relink(_nvcc_argv(tree, nvcc, flags_used, policy, lib), tree.source.parent, timeout_s) \
+            why = relink(_nvcc_argv(tree, nvcc, flags_used, policy, lib), cwd, timeout_s) \
                 if attempt else "first build"
             if why is not None:
                 if full_builds == MAX_FULL_BUILDS and last_refusal is not None:
                     raise last_refusal
                 full_builds += 1
-                output, diags = _nvcc_once(tree, nvcc, flags_used, policy, scanned, lib, timeout_s, attempt)
+                output, diags = _nvcc_once(tree, nvcc, flags_used, policy, scanned, lib, timeout_s, attempt, cwd)
                 if attempt:
                     log.warning("relink failed", source=str(source), key=key[:16], reason=why[:300])
             _check_exports(lib, source)
@@ -485,12 +502,13 @@ def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: 
 
 
 def _nvcc_once(tree: SnapshotTree, nvcc: str, flags: list[str], policy: bool, scanned: list[str], lib: Path,
-               timeout_s: float, attempt: int) -> tuple[str, list[Diagnostic]]:
-    """One nvcc build of the copy ``tree`` into ``lib``: ``(its output, its diagnostics)``. With the policy on it keeps
-    its preprocessed text (one keep folder per attempt), which must equal the ``scanned`` text."""
+               timeout_s: float, attempt: int, cwd: Path) -> tuple[str, list[Diagnostic]]:
+    """One nvcc build of the copy ``tree`` into ``lib``, run in ``cwd`` (:func:`_tool_cwd`): ``(its output, its
+    diagnostics)``. With the policy on it keeps its preprocessed text (one keep folder per attempt), which must equal
+    the ``scanned`` text."""
     keep = _keep_dir(tree, attempt)  # the build's own preprocessed text, compared with the scanned text
     keep.mkdir()
-    proc = _run_nvcc(_nvcc_argv(tree, nvcc, flags, policy, lib, attempt), timeout_s, tree.source.parent)
+    proc = _run_nvcc(_nvcc_argv(tree, nvcc, flags, policy, lib, attempt), timeout_s, cwd)
     if policy and (differs := built_text_mismatch(keep, tree.source.stem, scanned,  # before any log is shown
                                                    proc.returncode == 0 and lib.is_file())):
         raise_violations(tree.user_violations([differs]))

@@ -36,7 +36,8 @@ _SHELL_RE = re.compile(r"[$`;|&<>]")
 
 def replay_plan(dryrun: str) -> tuple[dict[str, str], list[list[str]]] | str:
     """The steps of an ``nvcc -dryrun`` output (its ``#$ `` lines) to replay for a relayout: ``(env, argvs)`` where
-    ``env`` holds the plan's ``PATH`` and ``LD_LIBRARY_PATH`` (the tools it names: gcc, nvlink, fatbinary, g++) and
+    ``env`` holds the plan's ``PATH`` and ``LD_LIBRARY_PATH`` (the tools it names: gcc, nvlink, fatbinary, g++; their
+    absolute entries only, never the working folder's empty or relative ones) and
     ``argvs`` the commands from the host compile of the ``.cudafe1.cpp`` (``-c``) to the end; or a reason (str) when
     the plan has no such step or a step needs a shell."""
     env: dict[str, str] = {}
@@ -46,8 +47,9 @@ def replay_plan(dryrun: str) -> tuple[dict[str, str], list[list[str]]] | str:
             continue
         body = line[3:].strip()
         if m := _ENV_RE.match(body):
-            if m.group(1) in ("PATH", "LD_LIBRARY_PATH"):
-                env[m.group(1)] = m.group(2).strip()
+            if m.group(1) in ("PATH", "LD_LIBRARY_PATH"):  # absolute entries only: nvcc.profile's value ends in an
+                # empty entry (the working folder) when LD_LIBRARY_PATH is unset (red team, session 23)
+                env[m.group(1)] = ":".join(e for e in m.group(2).strip().split(":") if e.startswith("/"))
             continue
         cmds.append(body)
     start = next((i for i, c in enumerate(cmds) if " -c " in c and '.cudafe1.cpp"' in c), None)
@@ -68,6 +70,7 @@ def relink(nvcc_argv: list[str], cwd: Path, timeout_s: float) -> str | None:
     """Replay the host compile and link of ``nvcc_argv`` (a complete nvcc command line with ``--keep --keep-dir K``
     whose device steps already ran into K, and the relayout flags added) in ``cwd``, the directory nvcc ran in.
 
+    ``cwd`` must hold nothing of the candidate's (harness.compile._tool_cwd): the plan's link stub compile has ``-I.``.
     Returns None when every step succeeded (the ``-o`` library of ``nvcc_argv`` is then written), else the reason,
     with nothing raised: the caller then builds in full. ``timeout_s`` bounds each step (the plan itself takes nvcc
     well under a second)."""

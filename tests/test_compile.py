@@ -113,6 +113,16 @@ def test_bad_arch_is_input_error() -> None:
         nvcc_flags("hopper")
 
 
+def test_a_candidate_named_like_the_device_link_object_is_refused_by_name(tmp_path: Path) -> None:
+    """nvcc names the library's device-link object kernel_dlink.o (after kernel.so); a candidate kernel_dlink.cu has a
+    host object of that name, and its build failed with a misleading "exports no attn_fwd" (red team, session 23)."""
+    src = tmp_path / "kernel_dlink.cu"
+    src.write_text(ORIGINAL_KERNEL.read_text())
+    with pytest.raises(InputError, match="rename the file"):
+        compile_kernel(src, cache_dir=tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()  # refused before any build
+
+
 def test_concurrent_builds_and_header_in_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two compiles of a new file at once run nvcc once and share its entry; editing its own header rebuilds."""
     (tmp_path / "mine.h").write_text("#pragma once\nconstexpr int kValue = 1;\n")
