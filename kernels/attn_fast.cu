@@ -122,7 +122,7 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
-// mbarriers (sm_90+; the decode kernel's bulk ring and the warp-specialized kernel)
+// mbarriers (sm_90+)
 #ifndef ATTN_WS_TWHINT
 #define ATTN_WS_TWHINT 0  // v13 candidate: suspend-time hint (ns) of the mbarrier waits (0: none)
 #endif
@@ -171,13 +171,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         "r"(parity)
         : "memory");
 #endif
-}
-// One bulk copy (the TMA unit, no tensor map) of `bytes` (a multiple of 16; both addresses 16-byte aligned) from
-// global to shared memory, completing on the mbarrier `bar` by its byte count (PTX ISA "cp.async.bulk").
-__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
 }
 
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
@@ -965,19 +958,14 @@ int launch_mma(const KParams& kp, const Plan& pl, cudaStream_t stream) {
 #ifndef ATTN_DEC_L2H
 #define ATTN_DEC_L2H 0  // session 23 candidate 3: the decode kernel's K/V cp.async with the .L2::256B prefetch-size hint
 #endif
-#ifndef ATTN_DEC_BULK
-#define ATTN_DEC_BULK 0  // session 23 candidate: K/V tiles by bulk copies (the TMA unit: one 256-byte row per lane and
-#endif                   // tensor, completing on a per-stage mbarrier) instead of 16-byte cp.async from every lane
 // m16 tiles of the packed rows the decode kernel runs R rows with (ATTN_DEC_MI_MIN 2: always 2)
 constexpr int dec_mi(int R) { return (R <= 16 && ATTN_DEC_MI_MIN < 2) ? 1 : 2; }
 constexpr int kDecBN = 32;  // keys per warp tile
 constexpr int kDecD = 128;
 
-constexpr int kDecBarBytes = ATTN_DEC_BULK ? 128 : 0;  // BULK: the rings' mbarriers, NW x ST x 8 bytes
-
 template <int NW, int MI, int ST>
 constexpr int dec_smem_bytes() {
-    return 16 * MI * (kDecD + 8) * 2 + NW * 2 * 32 * 4 + kDecBarBytes + NW * ST * 2 * kDecBN * (kDecD + 8) * 2;
+    return 16 * MI * (kDecD + 8) * 2 + NW * 2 * 32 * 4 + NW * ST * 2 * kDecBN * (kDecD + 8) * 2;
 }
 
 template <int NW, int MI, int ST>
@@ -1001,15 +989,12 @@ __global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn
     static_assert(CH == 16, "the K/V copy maps lane -> (chunk lane & 15, row lane >> 4)");
     static_assert(NW * RP * OLD * 4 <= NW * ST * 2 * BN * LDS * 2, "merge buffer fits over the K/V ring");
     static_assert(ST >= 2, "at least double buffering");
-    static_assert(NW * ST * 8 <= kDecBarBytes || !ATTN_DEC_BULK, "the rings' mbarriers fit their region");
-    static_assert(!ATTN_DEC_BULK || BN == 32, "BULK: lane l copies row l of a tile");
 
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T* sQ = reinterpret_cast<T*>(smem_raw);                                      // [RP][LDS]
     float* sM = reinterpret_cast<float*>(smem_raw + RP * LDS * 2);              // [NW][32]
     float* sL = sM + NW * 32;                                                   // [NW][32]
-    const uint32_t bar0 = smem_u32(smem_raw + RP * LDS * 2 + NW * 2 * 32 * 4);  // BULK: [NW][ST] mbarriers
-    T* sKV = reinterpret_cast<T*>(smem_raw + RP * LDS * 2 + NW * 2 * 32 * 4 + kDecBarBytes);  // [NW][ST][K,V][BN][LDS]
+    T* sKV = reinterpret_cast<T*>(smem_raw + RP * LDS * 2 + NW * 2 * 32 * 4);   // [NW][ST][K,V][BN][LDS]
     float* sO = reinterpret_cast<float*>(sKV);                                  // [NW][RP][OLD] after the loop
 
     const int tid = threadIdx.x;
@@ -1054,33 +1039,7 @@ __global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn
     const uint32_t ld_dst = smem_u32(ring + ld_r0 * LDS + ld_ch * 8);
     // in-tile offsets in 32-bit ints: is_aligned keeps 2 * kBN * row stride < 2^31 (this tile spans BN rows)
     const int k_rs2 = 2 * (int)p.k_rs, v_rs2 = 2 * (int)p.v_rs;
-    // BULK: lane l copies key row l of K and of V (256 bytes each) by the TMA unit; lane 0 arms the stage's
-    // mbarrier with the tile's bytes (the tx-count may go negative until then: the phase needs lane 0's arrival
-    // too). Rows past seqlen_k (the last tile) are zeroed by stores instead (P is 0 there, and 0 x NaN is NaN).
-    const uint32_t my_bar = bar0 + warp * ST * 8;
-    auto load_tile_bulk = [&](int j, int stage) {
-        const int n0 = (t_beg + warp + j * NW) * BN;
-        const int rows = min(BN, sk - n0);
-        const uint32_t bar = my_bar + stage * 8;
-        if (lane == 0) mbar_expect_tx(bar, (uint32_t)rows * 2u * D * 2u);
-        const uint32_t dk = smem_u32(ring) + stage * (2 * BN * LDS * 2) + lane * LDS * 2;
-        const uint32_t dv = dk + BN * LDS * 2;
-        if (lane < rows) {
-            bulk_g2s(dk, kg + (long long)(n0 + lane) * p.k_rs, D * 2, bar);
-            bulk_g2s(dv, vg + (long long)(n0 + lane) * p.v_rs, D * 2, bar);
-        } else {
-#pragma unroll
-            for (int c = 0; c < CH; ++c) {
-                st_shared_v4(dk + c * 16, 0u, 0u, 0u, 0u);
-                st_shared_v4(dv + c * 16, 0u, 0u, 0u, 0u);
-            }
-        }
-    };
     auto load_tile = [&](int j, int stage) {  // j: this warp's j-th tile
-        if constexpr (ATTN_DEC_BULK) {
-            load_tile_bulk(j, stage);
-            return;
-        }
         const int n0 = (t_beg + warp + j * NW) * BN;
         const uint32_t dk = ld_dst + stage * (2 * BN * LDS * 2);
         const uint32_t dv = dk + BN * LDS * 2;
@@ -1105,22 +1064,14 @@ __global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn
             }
         }
     };
-    if constexpr (ATTN_DEC_BULK) {
-        if (lane == 0) {
-#pragma unroll
-            for (int s = 0; s < ST; ++s) mbar_init(my_bar + s * 8, 1);
-            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        }
-        __syncwarp();
-    }
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s) {
         if (s < my_n) load_tile(s, s);
-        if (!ATTN_DEC_BULK) cp_async_commit();  // always: the group count stays uniform
+        cp_async_commit();  // always: the group count stays uniform
     }
 
-    // groups so far: Q, then ST - 1 tiles -> Q is complete with ST - 1 groups pending (BULK: Q's group alone)
-    cp_async_wait<ATTN_DEC_BULK ? 0 : ST - 1>();
+    // groups so far: Q, then ST - 1 tiles -> Q is complete with ST - 1 groups pending
+    cp_async_wait<ST - 1>();
     __syncthreads();  // every thread's Q chunks visible
 
     const uint32_t sQ_lane = smem_u32(sQ + (lane & 15) * LDS + (lane >> 4) * 8);
@@ -1154,12 +1105,10 @@ __global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn
     int rd = 0, wr = ST - 1;  // ring stages: read (tile it), write (tile it + ST - 1)
     for (int it = 0; it < my_n; ++it) {
         // groups committed before this point: 1 + (ST - 1) + it; tile it is group it + 1 -> ST - 2 may pend
-        // (BULK: tile it is use it / ST of its stage's mbarrier)
-        if constexpr (ATTN_DEC_BULK) mbar_wait(my_bar + rd * 8, (uint32_t)(it / ST) & 1u);
-        else cp_async_wait<ST - 2>();
+        cp_async_wait<ST - 2>();
         __syncwarp();  // every lane's copies of tile it visible to the warp; every lane done with tile it - 1
         if (it + ST - 1 < my_n) load_tile(it + ST - 1, wr);
-        if (!ATTN_DEC_BULK) cp_async_commit();
+        cp_async_commit();
 #if ATTN_DEC_PF > 0
         if (it + ST - 1 + ATTN_DEC_PF < my_n) {  // rows of a later tile of this warp into L2 (no shared memory)
             const int r = (t_beg + warp + (it + ST - 1 + ATTN_DEC_PF) * NW) * BN + lane;

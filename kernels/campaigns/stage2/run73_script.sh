@@ -8,6 +8,7 @@
 # Each adopted knob's default is set in this tree (sed), then `full` with anchors fa3,cudnn,flash is verified and
 # recorded in .campaign, and, if dbulk was adopted, `production` with anchor fa3 (recorded); with neither, `full`
 # without anchors (the wall on this box). Last, the policy-off stream-escape test that failed in run 72.
+# (ATTN_DEC_BULK lives in commit 56501d5, the tree this ran on; it was removed after the run.)
 # Build first on the CPU box (the libraries and attnq's build cache for the four sources `full` may verify):
 #   .venv/bin/python scripts/kernel_bench.py kernels/attn_fast.cu --variant base23= \
 #     --variant bnf4k=-DATTN_WS_BN176_FROM=4096 --variant dbulk=-DATTN_DEC_BULK=1 --build-only --keep .prebuilt

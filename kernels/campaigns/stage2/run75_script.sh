@@ -1,6 +1,6 @@
 #!/bin/bash
 # Run 75 (session 23, after run 74's ncu of the decode kernel; measure only, adopt in the next call): three decode
-# candidates checked and benched on `production` against v20 (base23, a byte copy baseb) with FA3 in the process,
+# candidates checked and benched on `production` against v20 (base25, a byte copy baseb) with FA3 in the process,
 # 3 rotated rounds per row:
 #   dplan   (ATTN_DEC_PLAN=2: the split model lets the resident CTAs share the HBM rate, so 128 (batch, kv head) units
 #            run unsplit, one CTA per SM, with no combine kernel; run 74's ncu: attn_dec 194 us + combine 6.7 us
@@ -9,13 +9,14 @@
 #   dplanl2 (both);
 # pick_variant's choice (+1.5 % over the suite, no group below 0.98 of base) is printed; adopting it (sed of the
 # knob's default) needs `--suite production --anchors fa3` recorded and `full` in the next call.
-# Build first on the CPU box:
-#   .venv/bin/python scripts/kernel_bench.py kernels/attn_fast.cu --variant dplan=-DATTN_DEC_PLAN=2 \
+# Build first on the CPU box (base25's SASS is v20's, byte for byte, names normalized):
+#   .venv/bin/python scripts/kernel_bench.py kernels/attn_fast.cu --variant base25= --variant dplan=-DATTN_DEC_PLAN=2 \
 #     --variant dl2=-DATTN_DEC_L2H=1 --variant dplanl2="-DATTN_DEC_PLAN=2 -DATTN_DEC_L2H=1" --build-only --keep .prebuilt
-# (base23.so from run 73's header.) Carry .whl, .fa3, .prebuilt, the script (cp to scripts/.run1.sh).
+# Carry .whl, .fa3, .prebuilt (only these four libraries: the carry limit is 64 MiB), the script (cp to
+# scripts/.run1.sh; BUDGET=<call limit - 20>).
 . scripts/run_preamble.sh
 export ATTNQ_STATE=$PWD/.campaign
-LIBS=$PWD/.prebuilt; cp $LIBS/base23.so $LIBS/base.so; cp $LIBS/base23.so $LIBS/baseb.so
+LIBS=$PWD/.prebuilt; cp $LIBS/base25.so $LIBS/base.so; cp $LIBS/base25.so $LIBS/baseb.so
 K=kernels/attn_fast.cu
 timeout 100 python3 scripts/kernel_bench.py $K --variant dplan= --variant dl2= --variant dplanl2= --prebuilt $LIBS \
   --check-only > $OUT/x/check.log 2>&1
