@@ -267,20 +267,38 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _key_path(path: str | Path, source_dir: Path) -> str:
+    """``path`` as the cache key spells it: relative to the candidate's folder (``<src>/...``) or to attnq's checkout
+    (``<kernels>/...``, the folder of the ABI header and the ``-I`` flag) when inside one, else as it is. A checkout or
+    a candidate folder moved elsewhere (the GPU box's copy of this repository, runs 73-74) then finds its builds: the
+    bytes, the relative layout that ``#include`` resolves against, the flags and the tools are what the build depends
+    on. A hit names the asking folder's source and headers; its diagnostics keep the paths they were built under."""
+    p = Path(path)
+    for root, name in ((source_dir, "<src>"), (KERNELS_DIR, "<kernels>")):
+        if p == root or root in p.parents:
+            return f"{name}/{p.relative_to(root).as_posix()}"
+    return str(path)
+
+
 def _cache_key(snap: SourceSnapshot, flags: list[str], version: str, arch: str, policy: bool) -> str:
     """sha256 over what is built: the snapshot's bytes (the candidate's, and each local header's with its path), the
-    harness's ABI header, the flags, nvcc's version, the arch and the policy (its fingerprint)."""
+    harness's ABI header, the flags, nvcc's version, the arch and the policy (its fingerprint). Paths enter as
+    :func:`_key_path` spells them."""
+    src_dir = snap.source.parent
+    key_flags = [_key_path(f, src_dir) if f == str(KERNELS_DIR) else f for f in flags]
     h = hashlib.sha256()
     for part in (f"attnq-build-v{CACHE_FORMAT}".encode(), snap.data, ABI_HEADER.read_bytes(),
-                 json.dumps(flags).encode(), version.encode(), arch.encode(),
+                 json.dumps(key_flags).encode(), version.encode(), arch.encode(),
                  b"policy:" + policy_fingerprint().encode() if policy else b"nopolicy"):
         h.update(hashlib.sha256(part).digest())
     for p, data in snap.headers.items():
-        h.update(hashlib.sha256(str(p).encode() + b"\0" + data).digest())
+        h.update(hashlib.sha256(_key_path(p, src_dir).encode() + b"\0" + data).digest())
     return h.hexdigest()
 
 
-def _from_cache(entry: Path, source: Path, started: float) -> CompileResult | None:
+def _from_cache(entry: Path, snap: SourceSnapshot, started: float) -> CompileResult | None:
+    """The cached build in ``entry`` (None when absent, unreadable or tampered with), naming ``snap``'s files: a key
+    can be shared by a moved folder (:func:`_key_path`)."""
     facts, lib = entry / FACTS_NAME, entry / LIBRARY_NAME
     if not (facts.is_file() and lib.is_file()):
         return None
@@ -292,7 +310,8 @@ def _from_cache(entry: Path, source: Path, started: float) -> CompileResult | No
     if lib_hash != res.build_hash:  # the library was replaced after it was checked: build again
         log.warning("cache_entry_tampered", entry=str(entry), expected=res.build_hash[:12], got=lib_hash[:12])
         return None
-    return res.model_copy(update={"source": str(source), "library": str(lib), "cache_hit": True,
+    return res.model_copy(update={"source": str(snap.source), "library": str(lib), "cache_hit": True,
+                                  "local_headers": [str(h) for h in snap.headers],
                                   "compile_time_s": round(time.perf_counter() - started, 4)})
 
 
@@ -353,12 +372,12 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
     flags = nvcc_flags(arch)
     key = _cache_key(snap, flags, version, arch, policy)
     entry = cache_dir / key
-    if (hit := _from_cache(entry, source, started)) is not None:
+    if (hit := _from_cache(entry, snap, started)) is not None:
         log.info("compile_cache_hit", source=str(source), key=key[:16])
         return hit
     cache_dir.mkdir(parents=True, exist_ok=True)
     with _build_lock(cache_dir, key):  # one build per key at a time, across threads and processes
-        if (hit := _from_cache(entry, source, started)) is not None:  # built while this call waited
+        if (hit := _from_cache(entry, snap, started)) is not None:  # built while this call waited
             log.info("compile_cache_hit", source=str(source), key=key[:16], waited=True)
             return hit
         with private_copy(snap, cache_dir, f".tmp-{key[:16]}-{os.getpid()}-") as tree:
@@ -491,7 +510,7 @@ def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: 
         except OSError:
             # Another process finished the same build first (nvcc output is not byte-reproducible, so
             # return ITS entry: library and build_hash must describe the same file).
-            if (winner := _from_cache(entry, source, started)) is not None:
+            if (winner := _from_cache(entry, snap, started)) is not None:
                 return winner
             shutil.rmtree(entry, ignore_errors=True)  # a broken leftover: replace it
             os.rename(tmp, entry)

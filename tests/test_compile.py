@@ -123,6 +123,27 @@ def test_a_candidate_named_like_the_device_link_object_is_refused_by_name(tmp_pa
     assert not (tmp_path / "cache").exists()  # refused before any build
 
 
+def test_a_moved_candidate_folder_finds_its_build(tmp_path: Path) -> None:
+    """The cache key spells paths relative to the candidate's folder (and attnq's kernels/): the same .cu and header
+    in another folder hit the first folder's build (a checkout copied to the GPU box, runs 73-74, built everything
+    again); a header with other bytes does not. The hit names the moved folder's files."""
+    body = ('#include "attn_abi.h"\n#include "inc/mine.h"\n'
+            'extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t s) { return kValue - 1; }\n')
+    results = []
+    for folder, value, header in (("a", 1, "inc/mine.h"), ("b/c", 1, "inc/mine.h"), ("d", 2, "inc/mine.h")):
+        d = tmp_path / folder
+        (d / "inc").mkdir(parents=True)
+        (d / header).write_text(f"#pragma once\nconstexpr int kValue = {value};\n")
+        (d / "cand.cu").write_text(body)
+        results.append(compile_kernel(d / "cand.cu", cache_dir=tmp_path / "cache"))
+    first, moved, edited = results
+    assert not first.cache_hit and moved.cache_hit and not edited.cache_hit
+    assert moved.cache_key == first.cache_key != edited.cache_key
+    assert moved.source == str(tmp_path / "b/c/cand.cu")
+    assert str(tmp_path / "b/c/inc/mine.h") in moved.local_headers
+    assert not [h for h in moved.local_headers if h.startswith(str(tmp_path / "a"))]
+
+
 def test_concurrent_builds_and_header_in_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two compiles of a new file at once run nvcc once and share its entry; editing its own header rebuilds."""
     (tmp_path / "mine.h").write_text("#pragma once\nconstexpr int kValue = 1;\n")
