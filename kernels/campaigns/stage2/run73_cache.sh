@@ -2,7 +2,8 @@
 # Fills attnq's build cache in .campaign/build (CPU box, before run 73) with the sources run73_script.sh may verify:
 # attn_original.cu and attn_fast.cu with each combination of the two knobs it may adopt (the same `sed` as the run
 # script, on a copy of kernels/). A cache entry is keyed by the source bytes, headers, flags, nvcc version, arch and
-# policy switch, so the box uses it only if its nvcc prints the same version; a miss just builds there.
+# policy switch, so the box uses it only if its nvcc prints the same version; a miss just builds there. (In run 73
+# every entry missed: the key held absolute paths until 4d8f83d; the knob combinations name run 73's tree, 56501d5.)
 set -eu
 PY=${PY:-.venv/bin/python}
 export ATTNQ_STATE=$PWD/.campaign
