@@ -154,7 +154,7 @@ def test_a_macro_made_asm_label_is_refused_end_to_end(tmp_path: Path) -> None:
 def test_the_shipped_kernels_pass_the_source_scans(tmp_path: Path) -> None:
     """kernels/attn_fast.cu (dozens of inline PTX asm statements) and kernels/attn_original.cu pass every source
     scan, both preprocessor passes, through the same code compile_kernel runs (the build itself is not repeated)."""
-    from harness.compile import _scan, find_nvcc, nvcc_flags
+    from harness.compile import _scan, _tool_cwd, find_nvcc, nvcc_flags
     from harness.snapshot import private_copy, take_snapshot
 
     _nvcc_or_skip()
@@ -162,5 +162,5 @@ def test_the_shipped_kernels_pass_the_source_scans(tmp_path: Path) -> None:
     assert fast.read_text().count("asm volatile(") > 10
     for kernel in (fast, KERNELS_DIR / "attn_original.cu"):
         with private_copy(take_snapshot(kernel), tmp_path, "scan-") as tree:
-            _scan(tree, find_nvcc(), nvcc_flags(), 300.0)  # raises PolicyError on a refusal
+            _scan(tree, find_nvcc(), nvcc_flags(), 300.0, _tool_cwd(tree))  # raises PolicyError on a refusal
     assert list(tmp_path.iterdir()) == []  # the private copies are removed
