@@ -122,73 +122,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
-// mbarriers (sm_90+)
-#ifndef ATTN_WS_TWHINT
-#define ATTN_WS_TWHINT 0  // v13 candidate: suspend-time hint (ns) of the mbarrier waits (0: none)
-#endif
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// mbar_arrive where pred (one predicated instruction, no branch: the warp stays converged around it)
-__device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
-    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %1, 0;\n @p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
-                 "r"((int)pred)
-                 : "memory");
-}
-// Waits until the phase of parity `parity` of the barrier has completed.
-// ATTN_WS_TWHINT > 0 passes it as try_wait's suspendTimeHint (ns, PTX ISA "mbarrier.test_wait/try_wait"): the
-// thread sleeps in hardware until the phase completes or the hint runs out, instead of spinning through the
-// loop after the system-dependent default time limit (each spin is issued instructions on the SMSP).
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-#if ATTN_WS_TWHINT > 0
-    asm volatile(
-        "{\n"
-        ".reg .pred P1;\n"
-        "WS_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1, %2;\n"
-        "@P1 bra WS_DONE;\n"
-        "bra WS_WAIT;\n"
-        "WS_DONE:\n"
-        "}\n" ::"r"(bar),
-        "r"(parity), "n"(ATTN_WS_TWHINT)
-        : "memory");
-#else
-    asm volatile(
-        "{\n"
-        ".reg .pred P1;\n"
-        "WS_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-        "@P1 bra WS_DONE;\n"
-        "bra WS_WAIT;\n"
-        "WS_DONE:\n"
-        "}\n" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-#endif
-}
-
-__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
-    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
-    uint32_t v;
-    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-    return v;
-}
-__device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
-    return v;
-}
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
@@ -2112,6 +2045,9 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #ifndef ATTN_WS_DESC_INC
 #define ATTN_WS_DESC_INC 1  // v12: wgmma descriptors built once and advanced by constants (run 22: +2.2% grid)
 #endif
+#ifndef ATTN_WS_TWHINT
+#define ATTN_WS_TWHINT 0  // v13 candidate: suspend-time hint (ns) of the mbarrier waits (0: none)
+#endif
 #ifndef ATTN_WS_ILP
 #define ATTN_WS_ILP 0  // v13 candidate: row max and row sum over two independent chains each (shorter latency)
 #endif
@@ -2213,6 +2149,52 @@ bool use_wgmma(const attn_fwd_params* p, const Plan& pl) {
 #define ATTN_WS_QDB 0  // session 18 candidate: two Q buffers on the d128 two-consumer kernel, so the
 #endif                 // producer loads the next tile's Q while the current tile still reads its own (ws_qdb)
 
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// mbar_arrive where pred (one predicated instruction, no branch: the warp stays converged around it)
+__device__ __forceinline__ void mbar_arrive_if(uint32_t bar, bool pred) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %1, 0;\n @p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar),
+                 "r"((int)pred)
+                 : "memory");
+}
+// Waits until the phase of parity `parity` of the barrier has completed.
+// ATTN_WS_TWHINT > 0 passes it as try_wait's suspendTimeHint (ns, PTX ISA "mbarrier.test_wait/try_wait"): the
+// thread sleeps in hardware until the phase completes or the hint runs out, instead of spinning through the
+// loop after the system-dependent default time limit (each spin is issued instructions on the SMSP).
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if ATTN_WS_TWHINT > 0
+    asm volatile(
+        "{\n"
+        ".reg .pred P1;\n"
+        "WS_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1, %2;\n"
+        "@P1 bra WS_DONE;\n"
+        "bra WS_WAIT;\n"
+        "WS_DONE:\n"
+        "}\n" ::"r"(bar),
+        "r"(parity), "n"(ATTN_WS_TWHINT)
+        : "memory");
+#else
+    asm volatile(
+        "{\n"
+        ".reg .pred P1;\n"
+        "WS_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+        "@P1 bra WS_DONE;\n"
+        "bra WS_WAIT;\n"
+        "WS_DONE:\n"
+        "}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+#endif
+}
 __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1, int c2,
                                             int c3) {
     asm volatile(
@@ -2237,6 +2219,22 @@ __device__ __forceinline__ void bulk_wait0() { asm volatile("cp.async.bulk.wait_
 __device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void named_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+    return v;
 }
 template <int R>
 __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
