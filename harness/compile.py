@@ -268,13 +268,13 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def _key_path(path: str | Path, source_dir: Path) -> str:
-    """``path`` as the cache key spells it: relative to the candidate's folder (``<src>/...``) or to attnq's checkout
-    (``<kernels>/...``, the folder of the ABI header and the ``-I`` flag) when inside one, else as it is. A checkout or
-    a candidate folder moved elsewhere (the GPU box's copy of this repository, runs 73-74) then finds its builds: the
-    bytes, the relative layout that ``#include`` resolves against, the flags and the tools are what the build depends
-    on. A hit names the asking folder's source and headers; its diagnostics keep the paths they were built under."""
-    p = Path(path)
-    for root, name in ((source_dir, "<src>"), (KERNELS_DIR, "<kernels>")):
+    """``path`` as the cache key spells it: relative to attnq's ``kernels/`` (``<kernels>/...``, the folder of the ABI
+    header and the ``-I`` flag) or else to the candidate's folder (``<src>/...``) when inside one, else as it is. A
+    checkout or a candidate folder moved elsewhere (the GPU box's copy of this repository, runs 73-74) then finds its
+    builds: the bytes, the relative layout that ``#include`` resolves against, the flags and the tools are what the
+    build depends on. A hit names the asking folder's source and headers; its diagnostics keep the paths they were built under."""
+    p = Path(path)  # kernels/ first: a candidate there and one elsewhere that finds the same header through -I
+    for root, name in ((KERNELS_DIR, "<kernels>"), (source_dir, "<src>")):  # spell it alike (test_mcp_server)
         if p == root or root in p.parents:
             return f"{name}/{p.relative_to(root).as_posix()}"
     return str(path)
