@@ -272,7 +272,8 @@ def _key_path(path: str | Path, source_dir: Path) -> str:
     header and the ``-I`` flag) or else to the candidate's folder (``<src>/...``) when inside one, else as it is. A
     checkout or a candidate folder moved elsewhere (the GPU box's copy of this repository, runs 73-74) then finds its
     builds: the bytes, the relative layout that ``#include`` resolves against, the flags and the tools are what the
-    build depends on. A hit names the asking folder's source and headers; its diagnostics keep the paths they were built under."""
+    build depends on. A hit names the asking folder's source and headers; its diagnostics keep the paths they were
+    built under."""
     p = Path(path)  # kernels/ first: a candidate there and one elsewhere that finds the same header through -I
     for root, name in ((KERNELS_DIR, "<kernels>"), (source_dir, "<src>")):  # spell it alike (test_mcp_server)
         if p == root or root in p.parents:

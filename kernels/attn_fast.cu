@@ -108,15 +108,15 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// L2_256: with the L2 prefetch-size qualifier .L2::256B (PTX ISA "cp.async": a hint that the L2 may fetch the whole
+// 256-byte block around the source)
+template <bool L2_256 = false>
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
     const int n = valid ? 16 : 0;  // src-size 0 => 16 zero bytes written, nothing read
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
-}
-// cp_async_16 with the L2 prefetch-size qualifier .L2::256B (PTX ISA "cp.async": a hint that the L2 may fetch the
-// whole 256-byte block around the source)
-__device__ __forceinline__ void cp_async_16_l2(uint32_t dst, const void* src, bool valid) {
-    const int n = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+    if constexpr (L2_256)
+        asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+    else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
@@ -976,24 +976,20 @@ __global__ void __launch_bounds__(NW * 32, DecMinBlocks<NW, MI, ST>::value) attn
         const int n0 = (t_beg + warp + j * NW) * BN;
         const uint32_t dk = ld_dst + stage * (2 * BN * LDS * 2);
         const uint32_t dv = dk + BN * LDS * 2;
-        auto cpy = [](uint32_t dst, const void* src, bool valid) {
-            if constexpr (ATTN_DEC_L2H != 0) cp_async_16_l2(dst, src, valid);
-            else cp_async_16(dst, src, valid);
-        };
         const T* kt = kg + (long long)(n0 + ld_r0) * p.k_rs + ld_ch * 8;
         const T* vt = vg + (long long)(n0 + ld_r0) * p.v_rs + ld_ch * 8;
         if (n0 + BN <= sk) {  // full tile: no bounds checks
 #pragma unroll
             for (int jj = 0; jj < BN / 2; ++jj) {
-                cpy(dk + jj * 2 * LDS * 2, kt + jj * k_rs2, true);
-                cpy(dv + jj * 2 * LDS * 2, vt + jj * v_rs2, true);
+                cp_async_16<ATTN_DEC_L2H != 0>(dk + jj * 2 * LDS * 2, kt + jj * k_rs2, true);
+                cp_async_16<ATTN_DEC_L2H != 0>(dv + jj * 2 * LDS * 2, vt + jj * v_rs2, true);
             }
         } else {  // the tile crossing seqlen_k: rows past it zero-filled (nothing read)
 #pragma unroll
             for (int jj = 0; jj < BN / 2; ++jj) {
                 const bool valid = n0 + ld_r0 + 2 * jj < sk;
-                cpy(dk + jj * 2 * LDS * 2, valid ? kt + jj * k_rs2 : kg, valid);
-                cpy(dv + jj * 2 * LDS * 2, valid ? vt + jj * v_rs2 : vg, valid);
+                cp_async_16<ATTN_DEC_L2H != 0>(dk + jj * 2 * LDS * 2, valid ? kt + jj * k_rs2 : kg, valid);
+                cp_async_16<ATTN_DEC_L2H != 0>(dv + jj * 2 * LDS * 2, valid ? vt + jj * v_rs2 : vg, valid);
             }
         }
     };
