@@ -5,7 +5,7 @@
 # Each argument is one source: kernels/attn_fast.cu with the listed knob defaults set, "" for the file as it is:
 #   bash scripts/fill_build_cache.sh "" "ATTN_DEC_PLAN=2" "ATTN_DEC_PLAN=2,ATTN_DEC_L2H=1"
 # The edit is made in place (a copy elsewhere would key its headers as <src>/..., not <kernels>/...) and undone on
-# exit; the run script applies the same edit with the same sed (`#define NAME VALUE ` -> `#define NAME NEW `).
+# exit; the run script applies the same edit (scripts/set_knobs.sh).
 # The original kernel is compiled too.
 set -eu
 PY=${PY:-.venv/bin/python}
@@ -15,9 +15,6 @@ cp $K /tmp/fill_build_cache.keep; trap 'cp /tmp/fill_build_cache.keep $K' EXIT
 $PY -m attnq compile kernels/attn_original.cu > /dev/null
 for combo in "$@"; do
   cp /tmp/fill_build_cache.keep $K
-  for kv in ${combo//,/ }; do
-    grep -q "^#define ${kv%%=*} " $K || { echo "no '#define ${kv%%=*} ' in $K" >&2; exit 2; }
-    sed -i "s/^#define ${kv%%=*} [^ ]* /#define ${kv%%=*} ${kv#*=} /" $K
-  done
+  bash scripts/set_knobs.sh $K "$combo"
   echo "[$combo] $(sha256sum $K | cut -c1-16) $($PY -m attnq compile $K --json 2>/dev/null | $PY -c 'import json,sys; r=json.load(sys.stdin); print("cache_hit", r.get("cache_hit"), "s", r.get("compile_time_s"))')"
 done
