@@ -52,6 +52,13 @@ if [ -n "$pick" ] && [ -n "${KNOBS[$pick]:-}" ]; then
   fi
   tar czf $OUT/campaign.tgz --exclude build .campaign
 fi
+left=$(( ${BUDGET:-580} - $(el) - 25 ))  # the wall of `full` / `quick` on this box (issues 12/13: <= 60 s / 10 s on an H200)
+if [ $left -gt 90 ]; then
+  timeout $left python3 -m attnq verify $K --suite full --no-record --json > $OUT/x/full_na.json 2> $OUT/x/full_na.err
+  echo "full(no anchors) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full_na.json) t=$(el)"
+  timeout 20 python3 -m attnq verify $K --suite quick --no-record --json > $OUT/x/quick.json 2> $OUT/x/quick.err
+  echo "quick(no anchors) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/quick.json) t=$(el)"
+fi
 grep -h '"relayout"\|"compiled"\|cache' $OUT/x/*.err 2>/dev/null | head -5 | cut -c1-300
 tar czf $OUT/x.tgz -C $OUT x && rm -rf $OUT/x
 echo "done t=$(el)"
