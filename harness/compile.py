@@ -5,7 +5,8 @@ library imports the runtime instead of linking the static one, whose own dlopen/
 would trip the symbol policy). The result carries per-kernel facts from ``ptxas -v`` (registers,
 static shared memory, stack frame, spills) and, where ``cuobjdump`` exists, the SASS instruction
 mix. Builds are cached by content in ``<cache_dir>/<key>/`` (``kernel.so`` + ``facts.json``),
-written through a temp dir and one ``rename`` so a concurrent reader never sees half an entry.
+written through a temp dir and one ``rename`` so a concurrent reader never sees half an entry; the
+build record, its key and the cache's locking are :mod:`harness.build_cache`.
 
 The candidate and its local headers are read once (:mod:`harness.snapshot`): the key hashes those bytes, the
 policy scans them, and nvcc builds a private copy of them, never the user's files.
@@ -15,8 +16,6 @@ The source/symbol policy lives in :mod:`harness.policy`; docs/compile.md is the 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -26,13 +25,20 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-from pydantic import BaseModel, Field
 
 from harness import ABI_HEADER, KERNELS_DIR
 from harness.abi import ABI_VERSION
+from harness.build_cache import (
+    FACTS_NAME,
+    LIBRARY_NAME,
+    CompileResult,
+    KernelFacts,
+    atomic_write,
+    build_lock,
+    cache_key,
+    from_cache,
+)
 from harness.build_dir import check_nvcc_path, sweep_stale_builds
 from harness.diagnostics import Diagnostic, parse_diagnostics
 from harness.errors import AbiError, CompileError, InputError, PolicyError, ToolchainError
@@ -45,7 +51,6 @@ from harness.policy import (
     forbidden_header_reason,
     library_imports,
     parse_nm_defined,
-    policy_fingerprint,
     raise_violations,
     run_tool,
     scan_asm_labels,
@@ -57,7 +62,7 @@ from harness.policy import (
 from harness.procs import run_captured
 from harness.relink import relink
 from harness.sass import SassMix, demangle, parse_ptxas, sass_mixes
-from harness.snapshot import MAX_SOURCE_BYTES, SnapshotTree, SourceSnapshot, private_copy, take_snapshot
+from harness.snapshot import MAX_SOURCE_BYTES, SnapshotTree, private_copy, take_snapshot
 
 __all__ = [
     "MAX_SOURCE_BYTES",
@@ -77,56 +82,6 @@ log = get_logger(__name__)
 NVCC_TIMEOUT_S = 300.0
 #: Full nvcc builds one policy build may run while it looks for a host-code layout (the others are relinks).
 MAX_FULL_BUILDS = 3
-#: Bumped when the cache entry layout or the facts change meaning.
-CACHE_FORMAT = 1
-LIBRARY_NAME = "kernel.so"
-FACTS_NAME = "facts.json"
-
-
-class KernelFacts(BaseModel):
-    """Per-kernel facts from ``ptxas -v`` (bytes; registers per thread) and the SASS mix.
-
-    ``sass`` is None where ``cuobjdump`` is not available (this is not an error).
-    """
-
-    name: str
-    registers: int
-    shared_mem_bytes: int
-    stack_frame_bytes: int
-    spill_store_bytes: int
-    spill_load_bytes: int
-    sass: SassMix | None = None
-    mangled_name: str = ""
-    barriers: int | None = None
-    constant_mem_bytes: int = 0
-
-
-class CompileResult(BaseModel):
-    """A built candidate. ``library``: absolute path of the cached .so; ``build_hash``: sha256 of it.
-
-    ``compile_time_s``: this call's wall time (a cache hit is milliseconds); ``build_time_s``: how
-    long nvcc + checks took when the entry was built.
-    """
-
-    source: str
-    source_sha256: str
-    library: str
-    build_hash: str
-    arch: str
-    nvcc_version: str
-    flags: list[str]
-    cache_hit: bool
-    compile_time_s: float
-    kernels: list[KernelFacts]
-    warnings: list[Diagnostic]
-    imported_symbols: list[str]
-    build_time_s: float = 0.0
-    policy: bool = True
-    cache_key: str = ""
-    nvcc: str = ""
-    sass_available: bool = False
-    local_headers: list[str] = Field(default_factory=list, description="candidate-owned headers hashed into the key "
-                                     "(the user's paths of the files copied for the build: harness.snapshot)")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -184,7 +139,7 @@ def nvcc_version(nvcc: str, cache_dir: Path | None = None) -> str:
             raise ToolchainError(f"`{nvcc} --version` gave no version: {(proc.stdout + proc.stderr)[-300:]}")
         known[stamp] = rel[0] + ("; " + lines[-1] if lines[-1] != rel[0] else "")
         if disk:
-            _atomic_write(disk, json.dumps(known, indent=1))
+            atomic_write(disk, json.dumps(known, indent=1))
     _VERSION_MEMO[stamp] = known[stamp]
     return known[stamp]
 
@@ -255,67 +210,6 @@ def _raise_for_failure(diags: list[Diagnostic], output: str, policy: bool, what:
                        details={"diagnostics": [d.model_dump() for d in diags], "log_tail": output[-4000:]})
 
 
-# --------------------------------------------------------------------------------------------------
-# Inputs, cache
-# --------------------------------------------------------------------------------------------------
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def _key_path(path: str | Path, source_dir: Path) -> str:
-    """``path`` as the cache key spells it: relative to attnq's ``kernels/`` (``<kernels>/...``, the folder of the ABI
-    header and the ``-I`` flag) or else to the candidate's folder (``<src>/...``) when inside one, else as it is. A
-    checkout or a candidate folder moved elsewhere (the GPU box's copy of this repository, runs 73-74) then finds its
-    builds: the bytes, the relative layout that ``#include`` resolves against, the flags and the tools are what the
-    build depends on. A hit names the asking folder's source and headers; its diagnostics keep the paths they were
-    built under."""
-    p = Path(path)  # kernels/ first: a candidate there and one elsewhere that finds the same header through -I
-    for root, name in ((KERNELS_DIR, "<kernels>"), (source_dir, "<src>")):  # spell it alike (test_mcp_server)
-        if p == root or root in p.parents:
-            return f"{name}/{p.relative_to(root).as_posix()}"
-    return str(path)
-
-
-def _cache_key(snap: SourceSnapshot, flags: list[str], version: str, arch: str, policy: bool) -> str:
-    """sha256 over what is built: the snapshot's bytes (the candidate's, and each local header's with its path), the
-    harness's ABI header, the flags, nvcc's version, the arch and the policy (its fingerprint). Paths enter as
-    :func:`_key_path` spells them."""
-    src_dir = snap.source.parent
-    key_flags = [_key_path(f, src_dir) if f == str(KERNELS_DIR) else f for f in flags]
-    h = hashlib.sha256()
-    for part in (f"attnq-build-v{CACHE_FORMAT}".encode(), snap.data, ABI_HEADER.read_bytes(),
-                 json.dumps(key_flags).encode(), version.encode(), arch.encode(),
-                 b"policy:" + policy_fingerprint().encode() if policy else b"nopolicy"):
-        h.update(hashlib.sha256(part).digest())
-    for p, data in snap.headers.items():
-        h.update(hashlib.sha256(_key_path(p, src_dir).encode() + b"\0" + data).digest())
-    return h.hexdigest()
-
-
-def _from_cache(entry: Path, snap: SourceSnapshot, started: float) -> CompileResult | None:
-    """The cached build in ``entry`` (None when absent, unreadable or tampered with), naming ``snap``'s files: a key
-    can be shared by a moved folder (:func:`_key_path`)."""
-    facts, lib = entry / FACTS_NAME, entry / LIBRARY_NAME
-    if not (facts.is_file() and lib.is_file()):
-        return None
-    try:
-        res = CompileResult.model_validate_json(facts.read_text())
-        lib_hash = hashlib.sha256(lib.read_bytes()).hexdigest()
-    except (OSError, ValueError):
-        return None
-    if lib_hash != res.build_hash:  # the library was replaced after it was checked: build again
-        log.warning("cache_entry_tampered", entry=str(entry), expected=res.build_hash[:12], got=lib_hash[:12])
-        return None
-    return res.model_copy(update={"source": str(snap.source), "library": str(lib), "cache_hit": True,
-                                  "local_headers": [str(h) for h in snap.headers],
-                                  "compile_time_s": round(time.perf_counter() - started, 4)})
-
-
 def _run_nvcc(argv: list[str], timeout_s: float, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run nvcc in its own process group (harness.procs.run_captured); on timeout kill the group (cicc/ptxas too) ->
     CompileError."""
@@ -371,31 +265,18 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
     nvcc = find_nvcc()
     version = nvcc_version(nvcc, cache_dir)
     flags = nvcc_flags(arch)
-    key = _cache_key(snap, flags, version, arch, policy)
+    key = cache_key(snap, flags, version, arch, policy)
     entry = cache_dir / key
-    if (hit := _from_cache(entry, snap, started)) is not None:
+    if (hit := from_cache(entry, snap, started)) is not None:
         log.info("compile_cache_hit", source=str(source), key=key[:16])
         return hit
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with _build_lock(cache_dir, key):  # one build per key at a time, across threads and processes
-        if (hit := _from_cache(entry, snap, started)) is not None:  # built while this call waited
+    with build_lock(cache_dir, key):  # one build per key at a time, across threads and processes
+        if (hit := from_cache(entry, snap, started)) is not None:  # built while this call waited
             log.info("compile_cache_hit", source=str(source), key=key[:16], waited=True)
             return hit
         with private_copy(snap, cache_dir, f".tmp-{key[:16]}-{os.getpid()}-") as tree:
             return _build(tree, nvcc, flags, version, arch, policy, timeout_s, cache_dir, key, started)
-
-
-@contextlib.contextmanager
-def _build_lock(cache_dir: Path, key: str) -> Iterator[None]:
-    """An exclusive flock on ``<cache_dir>/.lock-<key[:16]>`` while one call builds ``key``: a second call for the same
-    build (compile_kernel and verify_kernel on one file, from an MCP client; two processes) waits and takes the
-    first one's cache entry instead of running nvcc beside it. Released however the holder ends."""
-    with open(cache_dir / f".lock-{key[:16]}", "a+", encoding="utf-8") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _tool_cwd(tree: SnapshotTree) -> Path:
@@ -511,7 +392,7 @@ def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: 
         except OSError:
             # Another process finished the same build first (nvcc output is not byte-reproducible, so
             # return ITS entry: library and build_hash must describe the same file).
-            if (winner := _from_cache(entry, snap, started)) is not None:
+            if (winner := from_cache(entry, snap, started)) is not None:
                 return winner
             shutil.rmtree(entry, ignore_errors=True)  # a broken leftover: replace it
             os.rename(tmp, entry)
