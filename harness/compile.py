@@ -56,6 +56,7 @@ from harness.policy import (
     scan_asm_labels,
     scan_asm_text,
     scan_driver_entry_points,
+    scan_failed_pass,
     scan_preprocessed,
     scan_source_includes,
 )
@@ -267,16 +268,35 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
     flags = nvcc_flags(arch)
     key = cache_key(snap, flags, version, arch, policy)
     entry = cache_dir / key
-    if (hit := from_cache(entry, snap, started)) is not None:
+    if (hit := _checked_hit(from_cache(entry, snap, started), entry)) is not None:
         log.info("compile_cache_hit", source=str(source), key=key[:16])
         return hit
     cache_dir.mkdir(parents=True, exist_ok=True)
     with build_lock(cache_dir, key):  # one build per key at a time, across threads and processes
-        if (hit := from_cache(entry, snap, started)) is not None:  # built while this call waited
+        if (hit := _checked_hit(from_cache(entry, snap, started), entry)) is not None:  # built while this call waited
             log.info("compile_cache_hit", source=str(source), key=key[:16], waited=True)
             return hit
         with private_copy(snap, cache_dir, f".tmp-{key[:16]}-{os.getpid()}-") as tree:
             return _build(tree, nvcc, flags, version, arch, policy, timeout_s, cache_dir, key, started)
+
+
+def _checked_hit(hit: CompileResult | None, entry: Path) -> CompileResult | None:
+    """A cache hit of a policy build with its library checked again (exports, symbols and code:
+    harness.policy.check_library; ~0.15 s for attn_fast.cu), its ``imported_symbols`` from that check. The entry's
+    hash proves only that the library is the one its facts.json names, and whoever can write the cache folder can
+    rewrite both (red team, session 24: a ``dlopen`` library with its hash in facts.json came back as a clean hit).
+    None, with the entry removed so that it is built again, when the library fails; ``hit`` as it is when None or
+    built without the policy."""
+    if hit is None or not hit.policy:
+        return hit
+    try:
+        _check_exports(Path(hit.library), Path(hit.source))
+        imports = check_library(Path(hit.library))
+    except (AbiError, PolicyError) as exc:
+        log.warning("cache_entry_refused", entry=str(entry), reason=str(exc)[:300])
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
+    return hit.model_copy(update={"imported_symbols": sorted({s.name for s in imports})})
 
 
 def _tool_cwd(tree: SnapshotTree) -> Path:
@@ -306,7 +326,8 @@ def _scan(tree: SnapshotTree, nvcc: str, flags: list[str], timeout_s: float, cwd
     texts = []
     for what, extra in (("preprocessing", []), ("preprocessing (host pass)", host_pass_flags(nvcc, pre_flags, cwd))):
         pre = _run_nvcc([nvcc, "-E", *tree.flags(pre_flags), *extra, str(tree.source)], timeout_s, cwd)
-        if pre.returncode != 0:
+        if pre.returncode != 0:  # a file outside the copy named in the failure is refused before its lines are shown
+            raise_violations(tree.user_violations(scan_failed_pass(pre.stderr + "\n" + pre.stdout, owned, tree.roots)))
             _raise_for_failure(parse_diagnostics(tree.user_text(pre.stderr + "\n" + pre.stdout)),
                                tree.user_text(pre.stderr), True, what, tree)
         # judged on the preprocessed text: comments gone, macros expanded; the copy's folders are the roots, so a

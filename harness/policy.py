@@ -208,7 +208,8 @@ REFUSED_SYMBOLS: tuple[tuple[str, str], ...] = (
 @functools.lru_cache(maxsize=1)
 def policy_fingerprint() -> str:
     """sha256 of all the lists above and of the code that applies them (this module, harness/source_text.py,
-    harness/source_scans.py, harness/asm_text.py, harness/snapshot.py, harness/nvcc_passes.py, harness/compile.py):
+    harness/source_scans.py, harness/asm_text.py, harness/snapshot.py, harness/nvcc_passes.py, harness/compile.py,
+    harness/build_cache.py, harness/exec_scan.py):
     part of the build cache key, so editing the policy, or how it is scanned, re-checks every candidate (a cache entry
     built under an older scan is not reused)."""
     import hashlib
@@ -219,7 +220,7 @@ def policy_fingerprint() -> str:
     h = hashlib.sha256(json.dumps(data, sort_keys=True).encode())
     here = Path(__file__).resolve().parent
     for name in ("policy.py", "source_text.py", "source_scans.py", "asm_text.py", "snapshot.py", "nvcc_passes.py",
-                 "compile.py", "exec_scan.py"):
+                 "compile.py", "build_cache.py", "exec_scan.py"):
         h.update(hashlib.sha256((here / name).read_bytes()).digest())
     return h.hexdigest()
 
@@ -335,6 +336,26 @@ def _under(path: str, roots: tuple[str, ...]) -> bool:
     return any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
 
 
+_OUTSIDE_REASON = ("a header outside the candidate's folder and kernels/ (and not a toolkit or system header): keep "
+                   "the candidate's own headers next to it")
+#: A file a compiler diagnostic names: ``path:line`` at the start of a line or after gcc's ``In file included from``.
+_DIAG_FILE_RE = re.compile(r'^(?:In file included from|\s+from)?\s*(/[^:\n]+):\d+', re.MULTILINE)
+
+
+def scan_failed_pass(output: str, is_owned: Callable[[str], bool], roots: tuple[str, ...]) -> list[PolicyViolation]:
+    """The files outside ``roots`` that a FAILED ``-E`` pass names in its diagnostics (``output``: its stderr and
+    stdout), as :func:`scan_preprocessed` would refuse them had the pass succeeded: judged before any diagnostic is
+    shown, because gcc quotes the offending lines of the file it stopped in (red team, session 24: a macro-made
+    ``#include "/home/me/secret.txt"`` whose first line starts with ``#`` came back in the CompileError's log).
+    ``is_owned`` and ``roots`` as for :func:`scan_preprocessed`; the violations name the file, never its text."""
+    real_roots = tuple(os.path.realpath(r) for r in roots)
+    out: list[PolicyViolation] = []
+    for fname in dict.fromkeys(m.group(1).strip() for m in _DIAG_FILE_RE.finditer(output)):
+        if is_owned(fname) and not _under(fname, real_roots):
+            out.append(PolicyViolation(kind="header", name=fname, reason=_OUTSIDE_REASON))
+    return out
+
+
 def scan_preprocessed(text: str, is_owned: Callable[[str], bool],
                       roots: tuple[str, ...] = ()) -> list[PolicyViolation]:
     """Forbidden headers entered directly from a candidate-owned file, from ``-E`` line markers.
@@ -371,8 +392,7 @@ def scan_preprocessed(text: str, is_owned: Callable[[str], bool],
                 seen.add(("outside", fname))
                 out.append(PolicyViolation(
                     kind="header", name=fname, file=parent[0] or None, line=parent[1] if parent[0] else None,
-                    reason="a header outside the candidate's folder and kernels/ (and not a toolkit or system "
-                           "header): keep the candidate's own headers next to it"))
+                    reason=_OUTSIDE_REASON))
             if parent[0] and is_owned(parent[0]):  # by its path: a system flag on the candidate's file is not trusted
                 reason = forbidden_header_reason(fname)
                 if reason and (parent[0], fname) not in seen:

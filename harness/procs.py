@@ -68,10 +68,20 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+#: The variables of this process's environment a build tool keeps: where programs and libraries are found, the home
+#: and temp folders, the locale. Every other one is dropped, because the compilers read more of them than the cache
+#: key could hash: ``NVCC_APPEND_FLAGS``/``NVCC_PREPEND_FLAGS`` (nvcc), ``CPATH``, ``CPLUS_INCLUDE_PATH``,
+#: ``LIBRARY_PATH``, ``GCC_EXEC_PREFIX``, ``COMPILER_PATH`` (gcc), ``LD_PRELOAD`` (red team, session 24:
+#: ``NVCC_APPEND_FLAGS=-DMODE`` built another kernel under the same key, and a later run without it got that build).
+BUILD_ENV_KEEP = ("PATH", "LD_LIBRARY_PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE",
+                  "LC_MESSAGES")
+
+
 def build_env() -> dict[str, str]:
-    """The environment of a build tool: this process's, with ``SOURCE_DATE_EPOCH=0`` (``__DATE__`` and ``__TIME__``
-    alike in the policy's -E passes and the build, harness.nvcc_passes.built_text_mismatch)."""
-    return {**os.environ, "SOURCE_DATE_EPOCH": "0"}
+    """The environment of a build tool: this process's :data:`BUILD_ENV_KEEP` variables, and ``SOURCE_DATE_EPOCH=0``
+    (``__DATE__`` and ``__TIME__`` alike in the policy's -E passes and the build,
+    harness.nvcc_passes.built_text_mismatch)."""
+    return {**{k: os.environ[k] for k in BUILD_ENV_KEEP if k in os.environ}, "SOURCE_DATE_EPOCH": "0"}
 
 
 def run_captured(argv: list[str], cwd: Path | str, timeout_s: float,

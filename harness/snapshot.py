@@ -5,7 +5,8 @@ Until session 18 the scans read the user's files and nvcc opened the same paths 
 between (an editor's save, an agent racing the compile) was built unchecked, and the cache key hashed bytes that
 were not the ones built. Now :func:`take_snapshot` reads the candidate and every local file it may include (its
 ``#include`` lines followed from file to file, resolved as the compiler searches: a quoted name beside the including
-file, then kernels/ (nvcc's ``-I``); an angled name in kernels/), each file once, into memory; the cache key hashes
+file, then kernels/ (nvcc's ``-I``, which gives only :data:`INCLUDE_DIR_FILES`); an angled name in kernels/), each
+file once, into memory; the cache key hashes
 those bytes; the raw scans read them; and :meth:`SourceSnapshot.write` copies them into a fresh private folder
 (``mkdtemp``, mode 0700, files read-only) under their own absolute paths, where the ``-E`` passes and the build read
 them (``-I`` points into the copy too). Nothing there is read from the user's folder again.
@@ -46,6 +47,11 @@ __all__ = ["MAX_LOCAL_FILES", "MAX_SNAPSHOT_BYTES", "MAX_SOURCE_BYTES", "Snapsho
 
 #: Largest accepted source file (bytes).
 MAX_SOURCE_BYTES = 1024 * 1024
+#: The only files nvcc's ``-I`` folder (kernels/) gives a candidate: in the copy, ``-I`` names a folder holding just
+#: these (red team, session 24: nvcc's link stub compile, which no -E pass of the policy reads, includes
+#: ``<stddef.h>`` with the same ``-I``, so a ``stddef.h`` an agent put in kernels/ got unscanned code into an accepted
+#: library; a candidate in kernels/ still reads its own folder's files, beside it, as every candidate does).
+INCLUDE_DIR_FILES = ("attn_abi.h",)
 #: Most local files (headers beside the candidate or in kernels/) one candidate may include.
 MAX_LOCAL_FILES = 256
 #: Largest total of the candidate and its local files (bytes).
@@ -149,16 +155,20 @@ class SourceSnapshot:
 
     def locate(self, including: Path, delim: str, name: str) -> list[Path]:
         """Where the compiler looks for ``#include <delim>name`` of the file ``including`` (absolute paths, lexically
-        normalized, in search order): beside it for a quoted name, then in :attr:`include_dirs`."""
+        normalized, in search order): beside it for a quoted name, then in :attr:`include_dirs` for the names of
+        :data:`INCLUDE_DIR_FILES`."""
         if name.startswith("/"):
             return [Path(os.path.normpath(name))]
-        dirs = ([including.parent] if delim == '"' else []) + list(self.include_dirs)
+        dirs = ([including.parent] if delim == '"' else [])
+        if os.path.normpath(name) in INCLUDE_DIR_FILES:  # the -I folder of the copy holds only these
+            dirs += list(self.include_dirs)
         return [Path(os.path.normpath(d / name)) for d in dirs]
 
     def write(self, dest: Path) -> SnapshotTree:
         """Copy every file under ``dest`` + its absolute path (read-only; no link followed, none replaced), each
-        absolute include pointed at the included file's copy (:attr:`redirects`), and make the mirrored include
-        folders; returns the copy."""
+        absolute include pointed at the included file's copy (:attr:`redirects`), make the mirrored include
+        folders, and beside them the folders ``-I`` names in the copy (:meth:`SnapshotTree.include_copy`), each
+        holding only the copies of its :data:`INCLUDE_DIR_FILES`; returns the copy."""
         for user, data in self.files():
             if user in self.redirects:
                 lines = data.split(b"\n")
@@ -171,8 +181,15 @@ class SourceSnapshot:
             fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
-        for d in self.include_dirs:
+        for i, d in enumerate(self.include_dirs):
             (dest / d.relative_to("/")).mkdir(parents=True, exist_ok=True)
+            only = SnapshotTree.include_copy(dest, i)
+            only.mkdir(parents=True)
+            for name in INCLUDE_DIR_FILES:
+                if (data := self.headers.get(d / name)) is not None:
+                    fd = os.open(only / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+                    with os.fdopen(fd, "wb") as fh:
+                        fh.write(data)
         return SnapshotTree(root=dest, snapshot=self)
 
 
@@ -263,14 +280,23 @@ class SnapshotTree:
 
     @property
     def roots(self) -> tuple[str, ...]:
-        """The copies of the folders the candidate's own files may come from (for ``scan_preprocessed``)."""
-        return tuple(str(self.path(r)) for r in self.snapshot.roots)
+        """The copies of the folders the candidate's own files may come from (for ``scan_preprocessed``), and the
+        folders ``-I`` names in the copy (:meth:`include_copy`)."""
+        return tuple(str(self.path(r)) for r in self.snapshot.roots) + tuple(
+            str(self.include_copy(self.root, i)) for i in range(len(self.snapshot.include_dirs)))
+
+    @staticmethod
+    def include_copy(root: Path, index: int) -> Path:
+        """The folder that stands for the snapshot's ``index``-th ``-I`` folder in the copy under ``root``: only its
+        :data:`INCLUDE_DIR_FILES` are there, so no tool nvcc starts with that ``-I`` (the link stub's compile among
+        them) can find another file of kernels/ by name."""
+        return root / ".include" / str(index)
 
     def flags(self, flags: list[str]) -> list[str]:
-        """``flags`` with each ``-I`` folder of the snapshot replaced by its copy."""
-        inc = {str(d) for d in self.snapshot.include_dirs}
-        return [str(self.path(os.path.realpath(f))) if i and flags[i - 1] == "-I" and os.path.realpath(f) in inc
-                else f for i, f in enumerate(flags)]
+        """``flags`` with each ``-I`` folder of the snapshot replaced by :meth:`include_copy`."""
+        inc = [str(d) for d in self.snapshot.include_dirs]
+        return [str(self.include_copy(self.root, inc.index(os.path.realpath(f))))
+                if i and flags[i - 1] == "-I" and os.path.realpath(f) in inc else f for i, f in enumerate(flags)]
 
     def owned(self, base: Callable[[str], bool]) -> Callable[[str], bool]:
         """``base`` (harness.nvcc_passes.owned_predicate), and True for every file of the copy wherever it lies."""
@@ -279,6 +305,8 @@ class SnapshotTree:
 
     def user_text(self, text: str) -> str:
         """``text`` (diagnostics, paths) with the copy's paths turned back into the user's."""
+        for i, d in enumerate(self.snapshot.include_dirs):
+            text = text.replace(str(self.include_copy(self.root, i)), str(d))
         return text.replace(str(self.root), "")
 
     def user_violations(self, violations: list[PolicyViolation]) -> list[PolicyViolation]:

@@ -256,18 +256,21 @@ def on_attempt(store: CampaignStore, bank: Bank, *, source_path: str, source_tex
 
 
 def record_verified_attempt(path: str, verdict: Verdict | None, settings: Settings, *,
-                            compile_result: Any = None, error: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                            compile_result: Any = None, error: dict[str, Any] | None = None,
+                            base: Any = None) -> dict[str, Any] | None:
     """Convenience for the CLI verify edge: open the workspace store and bank, run :func:`on_attempt`.
 
-    Reads the source text from ``path`` (resolved in the workspace; None when unreadable). Returns the
-    Reflection as a JSON dict (keys ``trigger``, ``question``, ``evidence``, ``message`` ...) or None.
+    Reads the source text from ``path`` (a relative one resolved in ``base``, default the workspace: the CLI passes
+    the folder it compiled in, so a workspace elsewhere cannot lend another file's text (red team, session 24); None
+    when unreadable). Returns the Reflection as a JSON dict (keys ``trigger``,
+    ``question``, ``evidence``, ``message`` ...) or None.
     """
     from pathlib import Path
 
     from questions.bank import load_bank
 
     p = Path(path)
-    full = p if p.is_absolute() else settings.workspace / p
+    full = p if p.is_absolute() else Path(settings.workspace if base is None else base) / p
     try:
         text: str | None = full.read_text(encoding="utf-8", errors="replace")
     except OSError:

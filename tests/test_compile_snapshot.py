@@ -127,7 +127,11 @@ def test_the_snapshot_takes_local_includes_once_and_nothing_outside(tmp_path: Pa
     assert tree.source.read_text().splitlines()[6] == f'#include "{tree.path(cand / "b.h")}" // by absolute path'
 
     flags = tree.flags(nvcc_flags())
-    assert flags[flags.index("-I") + 1] == str(tree.path(KERNELS_DIR)) and tree.path(KERNELS_DIR).is_dir()
+    inc = Path(flags[flags.index("-I") + 1])  # the -I folder of the copy: the ABI header only, not kernels/'s copy
+    assert inc != tree.path(KERNELS_DIR) and tree.path(KERNELS_DIR).is_dir()
+    assert [p.name for p in inc.iterdir()] == ["attn_abi.h"]
+    assert (inc / "attn_abi.h").read_bytes() == (KERNELS_DIR / "attn_abi.h").read_bytes()
+    assert tree.user_text(f"{inc}/attn_abi.h:9: error: x") == f"{KERNELS_DIR}/attn_abi.h:9: error: x"
     assert tree.user_text(f"{tree.source}(3): error: x") == f"{src}(3): error: x"
     assert snap.text(str(cand / "sub" / ".." / "b.h")) == "int b;\n" and snap.text(str(outside / "secret.h")) is None
 

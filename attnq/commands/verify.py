@@ -162,4 +162,6 @@ def _record(path: str, verdict: Verdict | None, settings: Settings, compiled: ob
     question a trigger raised, if any."""
     from questions.reflect import record_verified_attempt
 
-    return record_verified_attempt(path, verdict, settings, compile_result=compiled, error=error)
+    from pathlib import Path
+
+    return record_verified_attempt(path, verdict, settings, compile_result=compiled, error=error, base=Path.cwd())
