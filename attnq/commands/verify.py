@@ -160,8 +160,8 @@ def run(args: argparse.Namespace) -> int:
 def _record(path: str, verdict: Verdict | None, settings: Settings, compiled: object, error: dict | None) -> dict | None:
     """Record the attempt (verdict or error, with compile facts) in the campaign store; return the
     question a trigger raised, if any."""
-    from questions.reflect import record_verified_attempt
-
     from pathlib import Path
+
+    from questions.reflect import record_verified_attempt
 
     return record_verified_attempt(path, verdict, settings, compile_result=compiled, error=error, base=Path.cwd())

@@ -40,7 +40,7 @@ pick=$(python3 scripts/pick_variant.py $OUT/x/bench_prod.json --min-gain 0.01 --
 echo "pick: $pick"; cat $OUT/x/pick.err
 if [ -n "$pick" ] && [ -n "${KNOBS[$pick]:-}" ]; then
   bash scripts/set_knobs.sh $K "${KNOBS[$pick]}"; grep -n "^#define ATTN_DEC_" $K | cut -c1-60; sha256sum $K | tee -a $OUT/x/info.txt
-  timeout 150 python3 -m attnq verify $K --suite production --anchors fa3 --json > $OUT/x/prod.json 2> $OUT/x/prod.err
+  timeout 200 python3 -m attnq verify $K --suite production --anchors fa3 --json > $OUT/x/prod.json 2> $OUT/x/prod.err
   echo "production(fa3, recorded) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/prod.json) t=$(el)"
   g=$(python3 -c "import json; print(json.load(open('$OUT/x/prod.json'))['geomean_vs_anchor']['fa3'])" 2>/dev/null)
   echo "production vs fa3: $g (#20: 0.942)"
