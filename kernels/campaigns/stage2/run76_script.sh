@@ -38,7 +38,7 @@ timeout 150 python3 scripts/kernel_bench.py $K "${ok[@]}" --prebuilt $LIBS --no-
 echo "bench production rc=$? t=$(el)"; tail -7 $OUT/x/bench_prod.log
 pick=$(python3 scripts/pick_variant.py $OUT/x/bench_prod.json --min-gain 0.01 --class-floor 0.98 2>$OUT/x/pick.err)
 echo "pick: $pick"; cat $OUT/x/pick.err
-if [ -n "$pick" ] && [ -n "${KNOBS[$pick]:-}" ]; then
+if [ "${VERIFY:-1}" = 1 ] && [ -n "$pick" ] && [ -n "${KNOBS[$pick]:-}" ]; then  # VERIFY=0: the bench only
   bash scripts/set_knobs.sh $K "${KNOBS[$pick]}"; grep -n "^#define ATTN_DEC_" $K | cut -c1-60; sha256sum $K | tee -a $OUT/x/info.txt
   timeout 200 python3 -m attnq verify $K --suite production --anchors fa3 --json > $OUT/x/prod.json 2> $OUT/x/prod.err
   echo "production(fa3, recorded) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/prod.json) t=$(el)"
@@ -53,7 +53,7 @@ if [ -n "$pick" ] && [ -n "${KNOBS[$pick]:-}" ]; then
   tar czf $OUT/campaign.tgz --exclude build .campaign
 fi
 left=$(( ${BUDGET:-580} - $(el) - 25 ))  # the wall of `full` / `quick` on this box (issues 12/13: <= 60 s / 10 s on an H200)
-if [ $left -gt 90 ]; then
+if [ "${VERIFY:-1}" = 1 ] && [ $left -gt 90 ]; then
   timeout $left python3 -m attnq verify $K --suite full --no-record --json > $OUT/x/full_na.json 2> $OUT/x/full_na.err
   echo "full(no anchors) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/full_na.json) t=$(el)"
   timeout 20 python3 -m attnq verify $K --suite quick --no-record --json > $OUT/x/quick.json 2> $OUT/x/quick.err
