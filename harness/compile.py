@@ -60,7 +60,7 @@ from harness.policy import (
     scan_preprocessed,
     scan_source_includes,
 )
-from harness.procs import run_captured
+from harness.procs import build_env, run_captured
 from harness.relink import relink
 from harness.sass import SassMix, demangle, parse_ptxas, sass_mixes
 from harness.snapshot import MAX_SOURCE_BYTES, SnapshotTree, private_copy, take_snapshot
@@ -131,7 +131,7 @@ def nvcc_version(nvcc: str, cache_dir: Path | None = None) -> str:
     if stamp not in known:
         try:
             proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, encoding="utf-8",
-                                  errors="replace", timeout=60, check=False)
+                                  errors="replace", timeout=60, check=False, env=build_env())
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ToolchainError(f"`{nvcc} --version` failed: {exc}") from None
         lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
@@ -268,25 +268,25 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
     flags = nvcc_flags(arch)
     key = cache_key(snap, flags, version, arch, policy)
     entry = cache_dir / key
-    if (hit := _checked_hit(from_cache(entry, snap, started), entry)) is not None:
+    if (hit := _checked_hit(from_cache(entry, snap, started), entry, started)) is not None:
         log.info("compile_cache_hit", source=str(source), key=key[:16])
         return hit
     cache_dir.mkdir(parents=True, exist_ok=True)
     with build_lock(cache_dir, key):  # one build per key at a time, across threads and processes
-        if (hit := _checked_hit(from_cache(entry, snap, started), entry)) is not None:  # built while this call waited
+        if (hit := _checked_hit(from_cache(entry, snap, started), entry, started)) is not None:  # built meanwhile
             log.info("compile_cache_hit", source=str(source), key=key[:16], waited=True)
             return hit
         with private_copy(snap, cache_dir, f".tmp-{key[:16]}-{os.getpid()}-") as tree:
             return _build(tree, nvcc, flags, version, arch, policy, timeout_s, cache_dir, key, started)
 
 
-def _checked_hit(hit: CompileResult | None, entry: Path) -> CompileResult | None:
+def _checked_hit(hit: CompileResult | None, entry: Path, started: float) -> CompileResult | None:
     """A cache hit of a policy build with its library checked again (exports, symbols and code:
     harness.policy.check_library; ~0.15 s for attn_fast.cu), its ``imported_symbols`` from that check. The entry's
     hash proves only that the library is the one its facts.json names, and whoever can write the cache folder can
     rewrite both (red team, session 24: a ``dlopen`` library with its hash in facts.json came back as a clean hit).
     None, with the entry removed so that it is built again, when the library fails; ``hit`` as it is when None or
-    built without the policy."""
+    built without the policy. ``compile_time_s`` counts the check (``started``: the call's perf_counter start)."""
     if hit is None or not hit.policy:
         return hit
     try:
@@ -296,7 +296,8 @@ def _checked_hit(hit: CompileResult | None, entry: Path) -> CompileResult | None
         log.warning("cache_entry_refused", entry=str(entry), reason=str(exc)[:300])
         shutil.rmtree(entry, ignore_errors=True)
         return None
-    return hit.model_copy(update={"imported_symbols": sorted({s.name for s in imports})})
+    return hit.model_copy(update={"imported_symbols": sorted({s.name for s in imports}),
+                                  "compile_time_s": round(time.perf_counter() - started, 4)})
 
 
 def _tool_cwd(tree: SnapshotTree) -> Path:
@@ -413,7 +414,7 @@ def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: 
         except OSError:
             # Another process finished the same build first (nvcc output is not byte-reproducible, so
             # return ITS entry: library and build_hash must describe the same file).
-            if (winner := from_cache(entry, snap, started)) is not None:
+            if (winner := _checked_hit(from_cache(entry, snap, started), entry, started)) is not None:
                 return winner
             shutil.rmtree(entry, ignore_errors=True)  # a broken leftover: replace it
             os.rename(tmp, entry)

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import ToolchainError
+from harness.procs import build_env
 from harness.violations import PolicyViolation
 
 __all__ = ["DEVICE_PASS_RAN", "KEPT_PASSES", "built_text_mismatch", "host_pass_flags", "host_pass_undefs", "owned_predicate",
@@ -34,6 +35,11 @@ __all__ = ["DEVICE_PASS_RAN", "KEPT_PASSES", "built_text_mismatch", "host_pass_f
 _MARKER_RE = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"')
 
 _MEMO: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+#: A host compiler's file name: gcc, g++, cc, c++, clang, clang++, with a target prefix and a version suffix too
+#: (``x86_64-linux-gnu-g++-12``, ``g++-12``: ``NVCC_CCBIN`` where the default gcc is one nvcc does not support).
+_HOST_CC_RE = re.compile(r"(?:[A-Za-z0-9_.]+-)*(?:gcc|g\+\+|cc|c\+\+|clang|clang\+\+)(?:-\d+(?:\.\d+)*)?")
 
 
 def _gcc_commands(dryrun: str) -> list[list[str]]:
@@ -46,7 +52,7 @@ def _gcc_commands(dryrun: str) -> list[list[str]]:
             argv = shlex.split(line[3:])
         except ValueError:
             continue
-        if argv and os.path.basename(argv[0]) in ("gcc", "g++", "cc", "c++", "clang", "clang++"):
+        if argv and _HOST_CC_RE.fullmatch(os.path.basename(argv[0])):
             out.append(argv)
     return out
 
@@ -82,15 +88,18 @@ def host_pass_flags(nvcc: str, flags: list[str], cwd: Path) -> list[str]:
     Runs ``nvcc --dryrun`` twice on a file name that need not exist (dry runs read nothing); memoized per nvcc
     and flags. Raises ToolchainError when nvcc cannot be run or its dry run cannot be read.
     """
-    key = (nvcc, *flags)
+    key = (nvcc, os.environ.get("NVCC_CCBIN", ""), *flags)
     if key not in _MEMO:
         texts = []
         for extra in (["-E", "x.cu"], ["x.cu", "-o", "x.so"]):
             try:
                 proc = subprocess.run([nvcc, "--dryrun", *flags, *extra], capture_output=True, text=True, check=False,
-                                      stdin=subprocess.DEVNULL, cwd=cwd, timeout=60)
+                                      stdin=subprocess.DEVNULL, cwd=cwd, timeout=60, env=build_env())
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise ToolchainError(f"cannot run `nvcc --dryrun`: {exc}") from None
+            if proc.returncode != 0:  # nvcc's own words (an unwritable TMPDIR, a bad NVCC_CCBIN), not a guess
+                raise ToolchainError(f"`nvcc --dryrun` failed (exit {proc.returncode}): "
+                                     f"{(proc.stderr + proc.stdout).strip()[-600:]}")
             texts.append(proc.stderr + proc.stdout)
         _MEMO[key] = host_pass_undefs(*texts)
     return [f for m in _MEMO[key] for f in ("-Xcompiler", f"-U{m}")]

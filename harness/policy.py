@@ -338,8 +338,23 @@ def _under(path: str, roots: tuple[str, ...]) -> bool:
 
 _OUTSIDE_REASON = ("a header outside the candidate's folder and kernels/ (and not a toolkit or system header): keep "
                    "the candidate's own headers next to it")
-#: A file a compiler diagnostic names: ``path:line`` at the start of a line or after gcc's ``In file included from``.
-_DIAG_FILE_RE = re.compile(r'^(?:In file included from|\s+from)?\s*(/[^:\n]+):\d+', re.MULTILINE)
+#: A line of a compiler diagnostic that starts with an absolute path (``path:line...``, also after gcc's ``In file
+#: included from``); the path ends at the first ``:<digits>`` after which it names an existing file (a folder may be
+#: called ``run-12:30``).
+_DIAG_LINE_RE = re.compile(r'^(?:In file included from|\s+from)?\s*(/.*)$', re.MULTILINE)
+_LINE_NO_RE = re.compile(r':\d+')
+
+
+def _diagnostic_files(output: str) -> list[str]:
+    """The existing files that the diagnostics in ``output`` name at the start of a line, in order, each once."""
+    found: dict[str, None] = {}
+    for m in _DIAG_LINE_RE.finditer(output):
+        rest = m.group(1)
+        for c in _LINE_NO_RE.finditer(rest):
+            if os.path.isfile(rest[:c.start()]):
+                found[rest[:c.start()]] = None
+                break
+    return list(found)
 
 
 def scan_failed_pass(output: str, is_owned: Callable[[str], bool], roots: tuple[str, ...]) -> list[PolicyViolation]:
@@ -350,7 +365,7 @@ def scan_failed_pass(output: str, is_owned: Callable[[str], bool], roots: tuple[
     ``is_owned`` and ``roots`` as for :func:`scan_preprocessed`; the violations name the file, never its text."""
     real_roots = tuple(os.path.realpath(r) for r in roots)
     out: list[PolicyViolation] = []
-    for fname in dict.fromkeys(m.group(1).strip() for m in _DIAG_FILE_RE.finditer(output)):
+    for fname in _diagnostic_files(output):
         if is_owned(fname) and not _under(fname, real_roots):
             out.append(PolicyViolation(kind="header", name=fname, reason=_OUTSIDE_REASON))
     return out

@@ -149,3 +149,40 @@ def test_the_cli_records_the_text_of_the_file_it_compiled(tmp_path: Path) -> Non
     with CampaignStore(state / STORE_FILENAME) as store:
         texts = [r.source_text for r in store.attempts()]
     assert texts == ["// the file that was compiled\nint x = ;\n"]
+
+
+def test_a_folder_with_a_colon_and_digits_still_gets_its_compile_error(tmp_path: Path) -> None:
+    """A failed -E pass in a folder named like ``run-12:30`` reports the candidate's own missing header, not a
+    policy refusal of a path cut at the colon (fresh user, session 24)."""
+    _nvcc_or_skip()
+    cand = tmp_path / "run-12:30"
+    cand.mkdir()
+    (cand / "k.cu").write_text('#include "nope.h"\n' + _KERNEL)
+    with pytest.raises(CompileError) as err:
+        compile_mod.compile_kernel(cand / "k.cu", cache_dir=tmp_path / "cache")
+    assert not isinstance(err.value, PolicyError) and "nope.h" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["gcc", "g++", "g++-12", "x86_64-linux-gnu-g++-12", "clang++-17", "cc", "c++"])
+def test_host_compilers_by_any_usual_name_are_recognised(name: str) -> None:
+    from harness.nvcc_passes import _gcc_commands
+
+    assert _gcc_commands(f'#$ /usr/bin/{name} -E -x c++ "x.cpp"\n#$ cudafe++ --x\n#$ cicc x\n') == \
+        [[f"/usr/bin/{name}", "-E", "-x", "c++", "x.cpp"]]
+
+
+def test_nvcc_ccbin_with_a_versioned_name_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``NVCC_CCBIN`` naming the system g++ by a versioned name (a wrapper script ``g++-99`` that runs it): the policy
+    finds both of nvcc's passes and the build succeeds."""
+    _nvcc_or_skip()
+    gxx = shutil.which("g++")
+    if not gxx:
+        pytest.skip("no g++")
+    (tmp_path / "bin").mkdir()
+    wrapper = tmp_path / "bin" / "g++-99"
+    wrapper.write_text(f'#!/bin/sh\nexec {gxx} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("NVCC_CCBIN", str(wrapper))
+    (tmp_path / "k.cu").write_text(_KERNEL)
+    res = compile_mod.compile_kernel(tmp_path / "k.cu", cache_dir=tmp_path / "cache")
+    assert Path(res.library).is_file()
