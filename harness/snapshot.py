@@ -333,6 +333,19 @@ class SnapshotTree:
         return None
 
 
+def text_if_built(data: bytes | None, built_sha256: str | None) -> str | None:
+    """``data``, a candidate file read again for the campaign store after its verification, as text (undecodable bytes
+    replaced), or None when it is not what was built: its sha256 is not ``built_sha256`` (the verdict's or the
+    compile result's ``source_sha256``), because the file changed while the run went on or another file of that name
+    was read (red team, session 24: the store archived an edited file under the old file's verdict). With
+    ``built_sha256`` None (nothing was built: a compile error) ``data`` is kept."""
+    import hashlib
+
+    if data is None or (built_sha256 and hashlib.sha256(data).hexdigest() != built_sha256):
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
 @contextlib.contextmanager
 def private_copy(snapshot: SourceSnapshot, parent: Path, prefix: str) -> Iterator[SnapshotTree]:
     """The snapshot written into a new private folder under ``parent`` (named ``prefix`` + random; mode 0700),

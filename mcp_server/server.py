@@ -32,6 +32,7 @@ from harness.config import Settings
 from harness.errors import InputError
 from harness.logging import get_logger
 from harness.scenarios import suite_choices_text
+from harness.snapshot import text_if_built
 from mcp_server.edge import format_error, plain_argument_errors, plain_prompt_errors, progress_sink, tool_edge
 from mcp_server.jobs import Job, Limits
 from mcp_server.models import CancelResult, JobStatus, TaskInfo
@@ -285,14 +286,16 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
             goal_speedup=settings.goal_speedup, goal_against=settings.goal_anchor or "original",
             scenario_ids=scenario_ids or None, sanitize=sanitize,
         )
-        source_text = full.read_text(encoding="utf-8", errors="replace")
+        source_bytes = full.read_bytes()
         rel = state.rel(full)
 
         def runner(progress: Any, cancel: Any) -> Any:
             return hv.verify_kernel(full, options, settings=settings, progress=progress, cancel=cancel)
 
         def on_finish(verdict: Any, error: dict[str, Any] | None) -> dict[str, Any] | None:
-            return record_attempt(state, rel, source_text, verdict, error)
+            # archived only when these bytes are the ones built (a file edited while the job ran is not)
+            built = getattr(verdict, "source_sha256", None)
+            return record_attempt(state, rel, text_if_built(source_bytes, built), verdict, error)
 
         job = state.jobs.start(rel, Path(suite_name).stem, runner, on_finish)
         finished = await state.jobs.wait(job, state.jobs.limits.inline_s, progress_sink(ctx), cancel_on_abort=True)
@@ -343,7 +346,7 @@ def register_core_tools(server: MCPServer, state: ServerState) -> None:
                             message="cancelled" if job.finished else "cancel requested; the worker is stopping")
 
 
-def record_attempt(state: ServerState, rel: str, source_text: str, verdict: Any,
+def record_attempt(state: ServerState, rel: str, source_text: str | None, verdict: Any,
                    error: dict[str, Any] | None) -> dict[str, Any] | None:
     """Record a verification as an attempt (questions.reflect.on_attempt); the question it raised, if any.
 

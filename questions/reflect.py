@@ -262,19 +262,22 @@ def record_verified_attempt(path: str, verdict: Verdict | None, settings: Settin
 
     Reads the source text from ``path`` (a relative one resolved in ``base``, default the workspace: the CLI passes
     the folder it compiled in, so a workspace elsewhere cannot lend another file's text (red team, session 24); None
-    when unreadable). Returns the Reflection as a JSON dict (keys ``trigger``,
-    ``question``, ``evidence``, ``message`` ...) or None.
+    when unreadable or when its bytes are not the ones built: harness.snapshot.text_if_built). Returns the
+    Reflection as a JSON dict (keys ``trigger``, ``question``, ``evidence``, ``message`` ...) or None.
     """
     from pathlib import Path
 
+    from harness.snapshot import text_if_built
     from questions.bank import load_bank
 
     p = Path(path)
     full = p if p.is_absolute() else Path(settings.workspace if base is None else base) / p
     try:
-        text: str | None = full.read_text(encoding="utf-8", errors="replace")
+        data: bytes | None = full.read_bytes()
     except OSError:
-        text = None
+        data = None
+    built = verdict.source_sha256 if verdict is not None else getattr(compile_result, "source_sha256", None)
+    text = text_if_built(data, built)
     with CampaignStore.open(settings) as store:
         r = on_attempt(store, load_bank(settings=settings, store=store), source_path=str(path), source_text=text,
                        compile_result=compile_result, verdict=verdict, error=error, settings=settings)

@@ -186,3 +186,23 @@ def test_nvcc_ccbin_with_a_versioned_name_builds(tmp_path: Path, monkeypatch: py
     (tmp_path / "k.cu").write_text(_KERNEL)
     res = compile_mod.compile_kernel(tmp_path / "k.cu", cache_dir=tmp_path / "cache")
     assert Path(res.library).is_file()
+
+
+def test_a_file_edited_after_its_build_is_not_archived_as_the_attempt(tmp_path: Path) -> None:
+    """The CLI's record of an attempt reads the file again after the run: bytes that are not the ones built (edited
+    while verify ran) are not archived; the attempt keeps the build's hash. Unchanged bytes are archived."""
+    from harness.config import Settings
+    from harness.store import STORE_FILENAME, CampaignStore
+    from questions.reflect import record_verified_attempt
+
+    _nvcc_or_skip()
+    src = tmp_path / "k.cu"
+    src.write_text(_KERNEL)
+    res = compile_mod.compile_kernel(src, cache_dir=tmp_path / "cache")
+    settings = Settings(workspace=tmp_path, state=tmp_path / "state")
+    record_verified_attempt("k.cu", None, settings, compile_result=res, base=tmp_path)
+    src.write_text(_KERNEL + "// edited while verify ran\n")
+    record_verified_attempt("k.cu", None, settings, compile_result=res, base=tmp_path)
+    with CampaignStore(tmp_path / "state" / STORE_FILENAME) as store:
+        got = [(r.source_sha256, r.source_text) for r in store.attempts()]
+    assert got == [(res.source_sha256, _KERNEL), (res.source_sha256, None)]
