@@ -11,7 +11,8 @@
 # set in this tree (scripts/set_knobs.sh) and `production --anchors fa3` is recorded; when that verdict's geomean
 # vs FA3 beats #20's 0.942 by 1 % (0.951), `full --anchors fa3,cudnn,flash` is recorded too (the adoption record).
 # Build first on the CPU box:
-#   .venv/bin/python scripts/kernel_bench.py kernels/attn_fast.cu \
+#   .venv/bin/python scripts/kernel_bench.py kernels/attn_fast.cu --variant base25= \
+#     --variant dplanl2="-DATTN_DEC_PLAN=2 -DATTN_DEC_L2H=1" \
 #     --variant dnw4="-DATTN_DEC_NW=4 -DATTN_DEC_PLAN=2 -DATTN_DEC_L2H=1 -DATTN_DEC_CTA_GBS=80" \
 #     --variant dnw3s4="-DATTN_DEC_NW=3 -DATTN_DEC_ST=4 -DATTN_DEC_PLAN=2 -DATTN_DEC_L2H=1 -DATTN_DEC_CTA_GBS=90" \
 #     --variant ds4="-DATTN_DEC_ST=4 -DATTN_DEC_PLAN=2 -DATTN_DEC_L2H=1 -DATTN_DEC_CTA_GBS=60" --build-only --keep .prebuilt
