@@ -71,10 +71,10 @@ def _kill_group(proc: subprocess.Popen) -> None:
 #: The variables of this process's environment a build tool keeps: where programs and libraries are found (``PATH``,
 #: ``LD_LIBRARY_PATH``, and ``NVCC_CCBIN``, nvcc's host compiler where the default gcc is one it does not support:
 #: the host compiler is not in the cache key either way), the home and temp folders, the locale. Every other one is
-#: dropped, because the compilers read more of them than the cache
-#: key could hash: ``NVCC_APPEND_FLAGS``/``NVCC_PREPEND_FLAGS`` (nvcc), ``CPATH``, ``CPLUS_INCLUDE_PATH``,
-#: ``LIBRARY_PATH``, ``GCC_EXEC_PREFIX``, ``COMPILER_PATH`` (gcc), ``LD_PRELOAD`` (red team, session 24:
-#: ``NVCC_APPEND_FLAGS=-DMODE`` built another kernel under the same key, and a later run without it got that build).
+#: dropped, because the compilers read more of them than the cache key could hash: ``NVCC_APPEND_FLAGS`` and
+#: ``NVCC_PREPEND_FLAGS`` (nvcc), ``CPATH``, ``CPLUS_INCLUDE_PATH``, ``LIBRARY_PATH``, ``GCC_EXEC_PREFIX``,
+#: ``COMPILER_PATH`` (gcc), ``LD_PRELOAD`` (red team, session 24: ``NVCC_APPEND_FLAGS=-DMODE`` built another kernel
+#: under the same key, and a later run without it got that build).
 BUILD_ENV_KEEP = ("PATH", "LD_LIBRARY_PATH", "NVCC_CCBIN", "HOME", "TMPDIR", "USER", "LOGNAME", "LANG", "LC_ALL",
                   "LC_CTYPE", "LC_MESSAGES")
 
