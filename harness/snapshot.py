@@ -6,9 +6,10 @@ between (an editor's save, an agent racing the compile) was built unchecked, and
 were not the ones built. Now :func:`take_snapshot` reads the candidate and every local file it may include (its
 ``#include`` lines followed from file to file, resolved as the compiler searches: a quoted name beside the including
 file, then kernels/ (nvcc's ``-I``, which gives only :data:`INCLUDE_DIR_FILES`); an angled name in kernels/), each
-file once, into memory; the cache key hashes those bytes; the raw scans read them; and :meth:`SourceSnapshot.write` copies them into a fresh private folder
-(``mkdtemp``, mode 0700, files read-only) under their own absolute paths, where the ``-E`` passes and the build read
-them (``-I`` points into the copy too). Nothing there is read from the user's folder again.
+file once, into memory; the cache key hashes those bytes; the raw scans read them; and :meth:`SourceSnapshot.write`
+copies them into a fresh private folder (``mkdtemp``, mode 0700, files read-only) under their own absolute paths,
+where the ``-E`` passes and the build read them (``-I`` points into the copy too). Nothing there is read from the
+user's folder again.
 
 With the policy on (``confine``), a local file is taken only from the candidate's folder or kernels/ (the folders
 its includes may name), by a path that stays inside them once links are followed; a local header that is a link to
