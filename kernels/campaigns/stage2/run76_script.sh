@@ -10,23 +10,32 @@
 # the bench (+1 % over the suite, no group below 0.98 of base) is then verified under attnq's rules: its knobs are
 # set in this tree (scripts/set_knobs.sh) and `production --anchors fa3` is recorded; when that verdict's geomean
 # vs FA3 beats #20's 0.942 by 1 % (0.951), `full --anchors fa3,cudnn,flash` is recorded too (the adoption record).
-# Build first on the CPU box:
-#   .venv/bin/python scripts/kernel_bench.py kernels/attn_fast.cu --variant base25= \
-#     --variant dplanl2="-DATTN_DEC_PLAN=2 -DATTN_DEC_L2H=1" \
-#     --variant dnw4="-DATTN_DEC_NW=4 -DATTN_DEC_PLAN=2 -DATTN_DEC_L2H=1 -DATTN_DEC_CTA_GBS=80" \
-#     --variant dnw3s4="-DATTN_DEC_NW=3 -DATTN_DEC_ST=4 -DATTN_DEC_PLAN=2 -DATTN_DEC_L2H=1 -DATTN_DEC_CTA_GBS=90" \
-#     --variant ds4="-DATTN_DEC_ST=4 -DATTN_DEC_PLAN=2 -DATTN_DEC_L2H=1 -DATTN_DEC_CTA_GBS=60" --build-only --keep .prebuilt
-#   bash scripts/fill_build_cache.sh <the KNOBS strings below, one argument each>
+# Prepare on the CPU box, from a fresh checkout with the README's venv: `PREPARE=1 bash <this script>` fetches the
+# wheels (with pyseccomp) and FA3 when missing, builds .prebuilt (base25 = the tree's kernel, and each variant below
+# from its knobs as -D flags) and fills attnq's build cache (.campaign/build) with the tree's kernel and each variant's
+# source (scripts/fill_build_cache.sh): ~2 + ~5 min on two cores.
 # Carry .whl (with pyseccomp), .fa3, .prebuilt (base25, dplanl2, dnw4, dnw3s4, ds4), .campaign, the script (cp to
-# scripts/.run1.sh; BUDGET=<call limit - 20>).
-. scripts/run_preamble.sh
-export ATTNQ_STATE=$PWD/.campaign ATTNQ_GOAL_ANCHOR=fa3
+# scripts/.run1.sh; BUDGET=<call limit - 20>; VERIFY=0: the checks and the bench only).
 declare -A KNOBS=(
   [dplanl2]="ATTN_DEC_PLAN=2,ATTN_DEC_L2H=1"
   [dnw4]="ATTN_DEC_NW=4,ATTN_DEC_PLAN=2,ATTN_DEC_L2H=1,ATTN_DEC_CTA_GBS=80"
   [dnw3s4]="ATTN_DEC_NW=3,ATTN_DEC_ST=4,ATTN_DEC_PLAN=2,ATTN_DEC_L2H=1,ATTN_DEC_CTA_GBS=90"
   [ds4]="ATTN_DEC_ST=4,ATTN_DEC_PLAN=2,ATTN_DEC_L2H=1,ATTN_DEC_CTA_GBS=60"
 )
+if [ "${PREPARE:-0}" = 1 ]; then  # the CPU box's part
+  set -e
+  [ -n "$(ls .whl/pyseccomp-*.whl 2>/dev/null)" ] || bash ../shared/gpu/fetch-wheels.sh .whl pyseccomp
+  [ -n "$(ls .fa3/*.tgz 2>/dev/null)" ] || { mkdir -p .fa3; cp ../shared/anchors/fa3/*.tgz .fa3/; }
+  vars=(--variant base25=)
+  for n in "${!KNOBS[@]}"; do vars+=(--variant "$n=-D${KNOBS[$n]//,/ -D}"); done
+  mkdir -p .prebuilt && .venv/bin/python scripts/kernel_bench.py kernels/attn_fast.cu "${vars[@]}" --build-only \
+    --keep .prebuilt
+  bash scripts/fill_build_cache.sh "" "${KNOBS[@]}"
+  du -sh .whl .fa3 .prebuilt .campaign
+  exit 0
+fi
+. scripts/run_preamble.sh
+export ATTNQ_STATE=$PWD/.campaign ATTNQ_GOAL_ANCHOR=fa3
 LIBS=$PWD/.prebuilt; cp $LIBS/base25.so $LIBS/base.so; cp $LIBS/base25.so $LIBS/baseb.so
 K=kernels/attn_fast.cu
 timeout 120 python3 scripts/kernel_bench.py $K --variant dnw4= --variant dnw3s4= --variant ds4= --prebuilt $LIBS \
