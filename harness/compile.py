@@ -63,7 +63,7 @@ from harness.policy import (
 from harness.procs import build_env, run_captured
 from harness.relink import relink
 from harness.sass import SassMix, demangle, parse_ptxas, sass_mixes
-from harness.snapshot import MAX_SOURCE_BYTES, SnapshotTree, private_copy, take_snapshot
+from harness.snapshot import MAX_SOURCE_BYTES, SnapshotTree, SourceSnapshot, private_copy, take_snapshot
 
 __all__ = [
     "MAX_SOURCE_BYTES",
@@ -268,25 +268,28 @@ def compile_kernel(path: str | Path, *, arch: str = "sm_90a", cache_dir: Path | 
     flags = nvcc_flags(arch)
     key = cache_key(snap, flags, version, arch, policy)
     entry = cache_dir / key
-    if (hit := _checked_hit(from_cache(entry, snap, started), entry, started)) is not None:
+    if (hit := _checked_hit(entry, snap, started)) is not None:
         log.info("compile_cache_hit", source=str(source), key=key[:16])
         return hit
     cache_dir.mkdir(parents=True, exist_ok=True)
     with build_lock(cache_dir, key):  # one build per key at a time, across threads and processes
-        if (hit := _checked_hit(from_cache(entry, snap, started), entry, started)) is not None:  # built meanwhile
+        if (hit := _checked_hit(entry, snap, started)) is not None:  # built while this call waited
             log.info("compile_cache_hit", source=str(source), key=key[:16], waited=True)
             return hit
         with private_copy(snap, cache_dir, f".tmp-{key[:16]}-{os.getpid()}-") as tree:
             return _build(tree, nvcc, flags, version, arch, policy, timeout_s, cache_dir, key, started)
 
 
-def _checked_hit(hit: CompileResult | None, entry: Path, started: float) -> CompileResult | None:
-    """A cache hit of a policy build with its library checked again (exports, symbols and code:
-    harness.policy.check_library; ~0.15 s for attn_fast.cu), its ``imported_symbols`` from that check. The entry's
+def _checked_hit(entry: Path, snap: SourceSnapshot, started: float) -> CompileResult | None:
+    """The cache entry ``entry`` for ``snap`` (:func:`harness.build_cache.from_cache`), a policy build's library
+    checked again (exports, symbols and code: harness.policy.check_library; ~0.15 s for attn_fast.cu), its
+    ``imported_symbols`` from that check. The entry's
     hash proves only that the library is the one its facts.json names, and whoever can write the cache folder can
     rewrite both (red team, session 24: a ``dlopen`` library with its hash in facts.json came back as a clean hit).
-    None, with the entry removed so that it is built again, when the library fails; ``hit`` as it is when None or
-    built without the policy. ``compile_time_s`` counts the check (``started``: the call's perf_counter start)."""
+    None when there is no entry, and, with the entry removed so that it is built again, when the library fails; a
+    build without the policy as it is. ``compile_time_s`` counts the check (``started``: the call's perf_counter
+    start)."""
+    hit = from_cache(entry, snap, started)
     if hit is None or not hit.policy:
         return hit
     try:
@@ -414,7 +417,7 @@ def _build(tree: SnapshotTree, nvcc: str, flags: list[str], version: str, arch: 
         except OSError:
             # Another process finished the same build first (nvcc output is not byte-reproducible, so
             # return ITS entry: library and build_hash must describe the same file).
-            if (winner := _checked_hit(from_cache(entry, snap, started), entry, started)) is not None:
+            if (winner := _checked_hit(entry, snap, started)) is not None:
                 return winner
             shutil.rmtree(entry, ignore_errors=True)  # a broken leftover: replace it
             os.rename(tmp, entry)

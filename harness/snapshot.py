@@ -28,6 +28,7 @@ line info names the copy's paths.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import stat
@@ -178,19 +179,22 @@ class SourceSnapshot:
                 data = b"\n".join(lines)
             p = dest / user.relative_to("/")
             p.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+            _write_new(p, data)
         for i, d in enumerate(self.include_dirs):
             (dest / d.relative_to("/")).mkdir(parents=True, exist_ok=True)
             only = SnapshotTree.include_copy(dest, i)
             only.mkdir(parents=True)
             for name in INCLUDE_DIR_FILES:
                 if (data := self.headers.get(d / name)) is not None:
-                    fd = os.open(only / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
-                    with os.fdopen(fd, "wb") as fh:
-                        fh.write(data)
+                    _write_new(only / name, data)
         return SnapshotTree(root=dest, snapshot=self)
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Create ``path`` (read-only, mode 0400) holding ``data``: never through a link, never over a file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
 
 
 def take_snapshot(path: str | Path, *, confine: bool = True,
@@ -339,8 +343,6 @@ def text_if_built(data: bytes | None, built_sha256: str | None) -> str | None:
     compile result's ``source_sha256``), because the file changed while the run went on or another file of that name
     was read (red team, session 24: the store archived an edited file under the old file's verdict). With
     ``built_sha256`` None (nothing was built: a compile error) ``data`` is kept."""
-    import hashlib
-
     if data is None or (built_sha256 and hashlib.sha256(data).hexdigest() != built_sha256):
         return None
     return data.decode("utf-8", errors="replace")

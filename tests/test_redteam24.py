@@ -26,17 +26,7 @@ from harness.errors import CompileError, PolicyError
 from harness.policy import run_tool
 from harness.snapshot import take_snapshot
 from tests.test_policy import _nvcc_or_skip
-from tests.test_relink_redteam23 import _STDDEF
-
-_KERNEL = r"""
-#include "attn_abi.h"
-__global__ void touch(float* p) { if (p) p[0] = 1.0f; }
-extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
-  (void)p;
-  touch<<<1, 1, 0, stream>>>(nullptr);
-  return cudaGetLastError() == cudaSuccess ? 0 : 3;
-}
-"""
+from tests.test_relink_redteam23 import _KERNEL, _STDDEF
 
 
 def _no_payload(lib: str) -> None:

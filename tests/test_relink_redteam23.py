@@ -28,21 +28,18 @@ from harness.policy import run_tool
 from harness.relink import replay_plan
 from tests.test_policy import _nvcc_or_skip
 
-_CANDIDATE = r"""
-#if 0
-#include "libisl.so.23"
-#endif
-#include "stddef.h"
+#: A minimal candidate that builds (the payload tests of session 24 use it too).
+_KERNEL = r"""
 #include "attn_abi.h"
-
 __global__ void touch(float* p) { if (p) p[0] = 1.0f; }
-
 extern "C" int attn_fwd(const attn_fwd_params* p, cudaStream_t stream) {
   (void)p;
   touch<<<1, 1, 0, stream>>>(nullptr);
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }
 """
+
+_CANDIDATE = '\n#if 0\n#include "libisl.so.23"\n#endif\n#include "stddef.h"' + _KERNEL
 
 #: Empty in both of the policy's passes (they define __CUDACC__); the payload only where nvcc's link stub reads it.
 _STDDEF = r"""#pragma once
