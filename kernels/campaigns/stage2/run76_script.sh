@@ -69,6 +69,11 @@ if [ "${VERIFY:-1}" = 1 ] && [ $left -gt 90 ]; then
   timeout 20 python3 -m attnq verify $K --suite quick --no-record --json > $OUT/x/quick.json 2> $OUT/x/quick.err
   echo "quick(no anchors) rc=$? $(python3 scripts/summarize_verdict.py $OUT/x/quick.json) t=$(el)"
 fi
+left=$(( ${BUDGET:-580} - $(el) - 15 ))  # session 24 changed the compile path (-I folder, environment, hit re-check)
+if [ $left -gt 40 ]; then
+  timeout $left python3 -m pytest -q -rA -m gpu tests/gpu/test_original.py -p no:cacheprovider > $OUT/x/gpu_tests.log 2>&1
+  echo "gpu tests rc=$? $(tail -1 $OUT/x/gpu_tests.log) t=$(el)"
+fi
 grep -h '"relayout"\|"compiled"\|cache' $OUT/x/*.err 2>/dev/null | head -5 | cut -c1-300
 tar czf $OUT/x.tgz -C $OUT x && rm -rf $OUT/x
 echo "done t=$(el)"
